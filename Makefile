@@ -1,0 +1,27 @@
+# The two commands a new user needs: `make test` (installs, then runs the test suite) and `make run`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install test run bench tool-table
+
+install: $(STAMP)
+
+# Same install every time: requirements/cpu.lock pins the whole tree (torch is the CPU build).
+$(STAMP): pyproject.toml requirements/cpu.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements/cpu.lock -e ".[test]"
+	touch $(STAMP)
+
+test: install
+	$(PY) -m pytest -q
+
+run: install
+	$(PY) -m tools list
+
+bench: install
+	$(PY) tools/bench.py
+
+tool-table: install
+	$(PY) -m tools list --markdown --update README.md

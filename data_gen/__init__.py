@@ -1,0 +1,1 @@
+"""Synthetic thinking-with-images tasks with reference tool trajectories (issue 4)."""

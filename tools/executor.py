@@ -1,0 +1,206 @@
+"""Run many tool calls at once: batched torch launches on a GPU, the OpenCV reference on a CPU.
+
+Device policy (`Executor(device=...)`):
+- "auto" (default): the batched torch/kornia path on CUDA when a GPU is present; otherwise the OpenCV
+  path, because on a CPU OpenCV is 4-14x faster than kornia (docs/benchmarks.md).
+- "opencv": always the OpenCV reference, one image at a time.
+- "cpu", "cuda", "cuda:1", "mps", ...: the batched torch path on that device.
+On a torch path, ops without a torch version (`cpu_only`) run through OpenCV on the host.
+
+Calls are grouped by op, image shape and the arguments that must agree within a launch (see
+`Op.vectorized`); each group is one launch. Results come back in call order, and a bad call becomes a
+`ToolResult` with `error` set, never an exception that fails the other calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from tools.images import DEFAULT_MAX_PIXELS, to_array
+from tools.registry import Op, ToolError, get_op
+
+
+@dataclass
+class ToolCall:
+    op: str
+    image: Any
+    args: dict = field(default_factory=dict)
+
+
+@dataclass
+class ToolResult:
+    image: Any = None  # numpy uint8 (H, W[, 3]), or a (C, H, W) tensor with output="tensor"
+    data: dict | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def resolve_device(device: str = "auto") -> str:
+    """The backend a device policy means: "opencv" or a torch device string."""
+    if device == "opencv":
+        return "opencv"
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "opencv"
+    torch.device(device)  # raises a clear error for a malformed device string
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ToolError(f"device {device!r} was asked for but CUDA is not available; use device='auto'")
+    return device
+
+
+class Executor:
+    def __init__(self, device: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS, output: str = "numpy"):
+        if output not in ("numpy", "tensor"):
+            raise ValueError(f"output must be 'numpy' or 'tensor', got {output!r}")
+        self.device = resolve_device(device)
+        self.max_pixels = max_pixels
+        self.output = output
+
+    def run(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        if self.device == "opencv":
+            return [self._run_opencv(call) for call in calls]
+        return self._run_batched(calls)
+
+    # -- OpenCV path: one image at a time, minimal overhead -------------------------------------------
+    def _run_opencv(self, call: ToolCall) -> ToolResult:
+        try:
+            op, args, image = self._prepare(call)
+            return self._finish_opencv(op, args, image)
+        except Exception as err:  # noqa: BLE001 - one bad call must not fail the batch
+            return ToolResult(error=_describe(call.op, err))
+
+    def _prepare(self, call: ToolCall) -> tuple[Op, dict, np.ndarray]:
+        op = get_op(call.op)
+        args = op.bind(call.args)
+        image = to_array(call.image, self.max_pixels)
+        for p in op.params:
+            if p.kind == "image":
+                args[p.name] = to_array(args[p.name], self.max_pixels)
+        if op.check is not None:
+            op.check(args, image.shape[0], image.shape[1])
+        return op, args, image
+
+    def _finish_opencv(self, op: Op, args: dict, image: np.ndarray) -> ToolResult:
+        out = op.opencv(image, **args)
+        result = ToolResult(*out) if isinstance(out, tuple) else ToolResult(out)
+        if self.output == "tensor" and result.image is not None:
+            result.image = _array_to_tensor(result.image, self.device if self.device != "opencv" else "cpu")
+        return result
+
+    # -- torch path: group compatible calls, one launch per group ----------------------------------------
+    def _run_batched(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        import torch
+
+        results: list[ToolResult | None] = [None] * len(calls)
+        groups: dict[tuple, list[tuple[int, dict, Any]]] = {}
+        for i, call in enumerate(calls):
+            try:
+                op = get_op(call.op)
+                args = op.bind(call.args)
+                image = self._as_chw(call.image)
+                for p in op.params:
+                    if p.kind == "image":
+                        args[p.name] = self._as_chw(args[p.name])
+                _, height, width = image.shape
+                if op.check is not None:
+                    op.check(args, height, width)
+            except Exception as err:  # noqa: BLE001
+                results[i] = ToolResult(error=_describe(call.op, err))
+                continue
+            if op.cpu_only:
+                results[i] = self._cpu_fallback(op, args, image)
+                continue
+            fixed = tuple(sorted((k, _key(v)) for k, v in args.items() if k not in op.vectorized))
+            extra = op.batch_key(args, height, width) if op.batch_key else None
+            groups.setdefault((op.name, tuple(image.shape), str(image.device), fixed, extra), []).append((i, args, image))
+
+        for (name, *_), members in groups.items():
+            op = get_op(name)
+            try:
+                outs = self._launch(op, members, torch)
+            except Exception:  # noqa: BLE001 - isolate the failing call(s) by running them one by one
+                outs = []
+                for member in members:
+                    try:
+                        outs.extend(self._launch(op, [member], torch))
+                    except Exception as err:  # noqa: BLE001
+                        outs.append(ToolResult(error=_describe(name, err)))
+            for (i, _, _), out in zip(members, outs):
+                results[i] = out
+        return results  # type: ignore[return-value]
+
+    def _launch(self, op: Op, members, torch) -> list[ToolResult]:
+        batch = torch.stack([image for _, _, image in members])
+        first = members[0][1]
+        kwargs = {k: ([args[k] for _, args, _ in members] if k in op.vectorized else v) for k, v in first.items()}
+        out = op.torch(batch, **kwargs)
+        images, data = out if isinstance(out, tuple) else (out, None)
+        if images is not None and not isinstance(images, (list, tuple)):
+            images = self._export(images) if self.output == "numpy" else list(images)
+        elif images is not None:
+            images = [self._export(img[None])[0] if self.output == "numpy" else img for img in images]
+        n = len(members)
+        return [ToolResult(images[k] if images is not None else None, data[k] if data is not None else None) for k in range(n)]
+
+    def _cpu_fallback(self, op: Op, args: dict, image) -> ToolResult:
+        host = {k: (_tensor_to_array(v) if p.kind == "image" else v) for (k, v), p in zip(args.items(), op.params)}
+        try:
+            return self._finish_opencv(op, host, _tensor_to_array(image))
+        except Exception as err:  # noqa: BLE001
+            return ToolResult(error=_describe(op.name, err))
+
+    def _as_chw(self, image):
+        import torch
+
+        if isinstance(image, torch.Tensor) and image.dtype == torch.uint8 and image.ndim == 3 and image.shape[0] in (1, 3):
+            _check_tensor_pixels(image, self.max_pixels)
+            return image.to(self.device, non_blocking=True)
+        return _array_to_tensor(to_array(image, self.max_pixels), self.device)
+
+    @staticmethod
+    def _export(batch) -> list[np.ndarray]:
+        """(N, C, H, W) tensor to N numpy images, with one device-to-host copy."""
+        host = batch.permute(0, 2, 3, 1).contiguous().cpu().numpy()
+        return [img[:, :, 0] if img.shape[2] == 1 else img for img in host]
+
+
+def _array_to_tensor(image: np.ndarray, device: str):
+    import torch
+
+    chw = torch.from_numpy(image[None] if image.ndim == 2 else np.ascontiguousarray(image.transpose(2, 0, 1)))
+    return chw.to(device, non_blocking=True)
+
+
+def _tensor_to_array(image) -> np.ndarray:
+    host = image.detach().cpu().numpy()
+    return host[0] if host.shape[0] == 1 else np.ascontiguousarray(host.transpose(1, 2, 0))
+
+
+def _check_tensor_pixels(image, max_pixels: int) -> None:
+    from tools.images import check_pixels
+
+    check_pixels(image.shape[-1], image.shape[-2], max_pixels)
+
+
+def _key(value):
+    if isinstance(value, (int, float, str, bool, tuple, type(None))):
+        return value
+    return id(value)  # images and other unhashable values: only the same object batches together
+
+
+def _describe(op: str, err: Exception) -> str:
+    if isinstance(err, ToolError):
+        return str(err)
+    return f"{op} failed: {type(err).__name__}: {err}"
+
+
+def run_calls(calls: Sequence[ToolCall], device: str = "auto", **kwargs) -> list[ToolResult]:
+    """Convenience: run `calls` with a fresh Executor."""
+    return Executor(device, **kwargs).run(calls)

@@ -1,0 +1,130 @@
+"""Tool sets: what a model sees. A tool set exposes published tool names and parameters and translates
+each call into steps on the shared ops, so fidelity to a benchmark never duplicates a kernel.
+
+`ToolSet.translate(name, arguments)` validates a model's call against the published parameters and
+returns an `Invocation`: the op steps to run and which image(s) they read. Image references are
+workspace indices (0 = the original, each tool image appends, negative counts from the end) or, for
+interfaces that pass files (VTC-Bench), path strings; the agent runtime resolves them. `execute` runs
+many invocations together, batching step k of every invocation into one executor call.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from tools.executor import Executor, ToolCall, ToolResult
+from tools.registry import Param, ToolArgumentError, UnknownToolError, bind_args, function_schema, get_op
+
+ORIGINAL = 0
+LATEST = -1
+
+
+@dataclass(frozen=True)
+class Step:
+    op: str
+    args: dict
+
+
+@dataclass(frozen=True)
+class Invocation:
+    tool: str
+    steps: tuple[Step, ...]
+    image: Any = LATEST  # what the first step reads
+    # op parameter of kind "image" -> image reference, e.g. {"template": 2}
+    extra_images: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    schema: dict  # OpenAI function format, exactly as the model sees it
+    translate: Callable[[dict], Invocation]
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    name: str
+    doc: str
+    tools: tuple[Tool, ...]
+
+    def schemas(self) -> list[dict]:
+        return [tool.schema for tool in self.tools]
+
+    def names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
+
+    def tool(self, name: str) -> Tool:
+        for tool in self.tools:
+            if tool.name == name:
+                return tool
+        raise UnknownToolError(f"unknown tool {name!r} in tool set {self.name!r}; available: {', '.join(self.names())}")
+
+    def translate(self, name: str, arguments: dict | str) -> Invocation:
+        """A model's call (arguments as a dict or a JSON string) as op steps, or a ToolError naming the problem."""
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as err:
+                raise ToolArgumentError(name, None, f"arguments are not valid JSON ({err.msg} at position {err.pos})") from None
+        return self.tool(name).translate(arguments)
+
+
+def flat_tool(
+    name: str,
+    doc: str,
+    params: tuple[Param, ...],
+    steps: Callable[[dict], list[Step]],
+    image: Callable[[dict], Any] = lambda args: LATEST,
+) -> Tool:
+    """A tool whose arguments are a flat JSON object (OpenAI function style)."""
+
+    def translate(arguments: dict) -> Invocation:
+        bound = bind_args(name, params, arguments)
+        return Invocation(name, tuple(steps(bound)), image(bound))
+
+    return Tool(name, function_schema(name, doc, params), translate)
+
+
+def op_step(op: str, **args) -> Step:
+    """A step on a registered op; arguments are validated when the step runs."""
+    get_op(op)  # fail at import time if a tool set names an op that does not exist
+    return Step(op, args)
+
+
+def execute(executor: Executor, jobs: Sequence[tuple[Invocation, Any]], resolve: Callable[[Any], Any] | None = None) -> list[ToolResult]:
+    """Run `(invocation, image)` jobs; `resolve` turns extra image references into images.
+
+    Each step reads the previous step's image; data dicts of all steps are merged. A failing step ends
+    its invocation with that error; the other invocations go on.
+    """
+    current = [image for _, image in jobs]
+    produced: list[Any] = [None] * len(jobs)  # the latest image a step made, per job
+    results = [ToolResult() for _ in jobs]
+    pending = [i for i, (inv, _) in enumerate(jobs) if inv.steps]
+    depth = 0
+    while pending:
+        calls = []
+        for i in pending:
+            invocation = jobs[i][0]
+            step = invocation.steps[depth]
+            args = dict(step.args)
+            for param, ref in invocation.extra_images.items():
+                if param in {p.name for p in get_op(step.op).params}:
+                    args[param] = resolve(ref) if resolve else ref
+            calls.append(ToolCall(step.op, current[i], args))
+        outs = executor.run(calls)
+        still = []
+        for i, out in zip(pending, outs):
+            merged = {**(results[i].data or {}), **(out.data or {})} or None
+            if not out.ok:
+                results[i] = ToolResult(error=out.error)
+                continue
+            if out.image is not None:
+                current[i] = produced[i] = out.image
+            results[i] = ToolResult(image=produced[i], data=merged)
+            if depth + 1 < len(jobs[i][0].steps):
+                still.append(i)
+        pending, depth = still, depth + 1
+    return results
