@@ -87,7 +87,7 @@ def flat_tool(
     return Tool(name, function_schema(name, doc, params), translate)
 
 
-def op_step(op: str, **args) -> Step:
+def op_step(op: str, /, **args) -> Step:
     """A step on a registered op; arguments are validated when the step runs."""
     get_op(op)  # fail at import time if a tool set names an op that does not exist
     return Step(op, args)
@@ -101,7 +101,7 @@ def execute(executor: Executor, jobs: Sequence[tuple[Invocation, Any]], resolve:
     """
     current = [image for _, image in jobs]
     produced: list[Any] = [None] * len(jobs)  # the latest image a step made, per job
-    results = [ToolResult() for _ in jobs]
+    results = [ToolResult() if inv.steps else ToolResult(image=image) for inv, image in jobs]  # no steps: unchanged
     pending = [i for i, (inv, _) in enumerate(jobs) if inv.steps]
     depth = 0
     while pending:

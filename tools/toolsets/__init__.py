@@ -2,9 +2,9 @@
 
 from tools.registry import UnknownToolError
 from tools.toolset import ToolSet
-from tools.toolsets import deepeyes, default, tir_rotate
+from tools.toolsets import agentic_mme, deepeyes, default, tir_rotate, visualtoolbench, vtc_bench
 
-TOOLSETS: dict[str, ToolSet] = {m.TOOLSET.name: m.TOOLSET for m in (default, deepeyes, tir_rotate)}
+TOOLSETS: dict[str, ToolSet] = {m.TOOLSET.name: m.TOOLSET for m in (default, vtc_bench, agentic_mme, visualtoolbench, deepeyes, tir_rotate)}
 
 
 def get_toolset(name: str) -> ToolSet:

@@ -1,0 +1,139 @@
+"""Every tool of every published tool set runs end to end, and the semantics each benchmark's reference
+implementation defines (rotation direction, color order, box units, bounds) hold."""
+
+import cv2
+import numpy as np
+import pytest
+
+from tools import Executor
+from tools.images import demo_image, to_array
+from tools.toolset import execute
+from tools.toolsets import TOOLSETS
+
+IMAGE = demo_image(48, 64, seed=11)
+VTC_EXAMPLES = {
+    "opencv_resize": {"width": 40, "height": 30}, "opencv_rotate": {"angle": 30}, "opencv_translate": {"direction": "left", "distance": 5},
+    "opencv_flip": {"direction": "vertical"}, "opencv_crop": {"x": 5, "y": 5, "width": 20, "height": 10},
+    "opencv_zoom_in": {"x": 5, "y": 5, "width": 20, "height": 10, "scale": 2}, "opencv_pyramid": {"mode": "pyr_down"},
+    "opencv_colorspace_gray": {}, "opencv_colorspace_hsv": {}, "opencv_colorspace_lab": {},
+    "opencv_inrange_color": {"lower": [0, 50, 50], "upper": [10, 255, 255]}, "opencv_blur": {"method": "median", "ksize": 4},
+    "opencv_denoise": {"h": 80, "template_window": 40}, "opencv_threshold": {"mode": "adaptive_mean", "adaptive_block_size": 12},
+    "opencv_morphology": {"op": "close", "kernel_size": 4}, "opencv_histogram": {"mode": "clahe", "color_mode": "hsv"},
+    "opencv_convertscaleabs": {"alpha": 1.5, "beta": -20}, "opencv_inpaint": {"preset": "threshold", "threshold_value": 200},
+    "opencv_gradients": {"mode": "laplacian"}, "opencv_canny": {"threshold_low": 200, "threshold_high": 50},
+    "opencv_contours": {"mode": "list"}, "opencv_contour_area": {"rank": 2}, "opencv_arc_length": {},
+    "opencv_approx_poly": {"epsilon_ratio": 0.05}, "opencv_connected_components_with_stats": {"threshold_mode": "binary"},
+    "opencv_hough_lines": {"threshold": 10, "minLineLength": 5}, "opencv_hough_circles": {"minRadius": 3, "param2": 10},
+    "opencv_watershed": {}, "opencv_grabcut": {"preset": "tight"}, "opencv_floodfill": {"x": 3, "y": 3, "newVal": [0, 0, 255]},
+    "opencv_features": {"method": "fast"}, "opencv_template_match": {"template_path": "TEMPLATE"}, "opencv_dft": {},
+    "opencv_draw_line": {"x1": 0, "y1": 10, "x2": 63, "y2": 10, "color": [255, 0, 0]},
+    "opencv_draw_circle": {"x": 30, "y": 20, "radius": 8, "thickness": -1},
+}
+AGENTIC_EXAMPLES = {
+    "crop": {"bbox_2d": [250, 250, 750, 750], "zoom_scale": 2}, "rotate": {"angle": 30}, "flip": {"direction": "tb"},
+    "resize": {"scale": 0.5}, "grayscale": {}, "autocontrast": {"cutoff": 2}, "invert": {}, "equalize": {},
+    "threshold": {"value": 100, "mode": "tozero"}, "blur": {"radius": 3}, "sharpen": {}, "denoise": {"strength": 5},
+    "edge_detect": {"method": "sobel"}, "enhance": {"brightness": 1.2, "contrast": 0.8, "sharpness": 2.0},
+}
+VTB_EXAMPLES = {
+    "crop_image": {"box": [10, 10, 40, 30]}, "rotate_image": {"angle": 15}, "adjust_brightness": {"factor": 1.5},
+    "adjust_contrast": {"factor": 0.5}, "adjust_saturation": {"factor": 0}, "adjust_sharpness": {"factor": 2},
+    "resize_image": {"width": 32}, "flip_image": {"direction": "vertical"}, "convert_to_grayscale": {},
+    "apply_filter": {"filter": "emboss"},
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vtc")
+    image, template = folder / "image.png", folder / "template.png"
+    cv2.imwrite(str(image), cv2.cvtColor(IMAGE, cv2.COLOR_RGB2BGR))
+    cv2.imwrite(str(template), cv2.cvtColor(IMAGE[10:20, 15:30], cv2.COLOR_RGB2BGR))
+    return {"IMAGE": str(image), "TEMPLATE": str(template)}
+
+
+def run(toolset, name, arguments, image=IMAGE, files=None):
+    invocation = TOOLSETS[toolset].translate(name, arguments)
+    (result,) = execute(Executor("opencv"), [(invocation, image)], resolve=to_array)
+    return invocation, result
+
+
+@pytest.mark.parametrize("toolset,examples", [("vtc_bench", VTC_EXAMPLES), ("agentic_mme", AGENTIC_EXAMPLES), ("visualtoolbench", VTB_EXAMPLES)])
+def test_every_tool_runs(toolset, examples, files):
+    assert sorted(examples) == sorted(TOOLSETS[toolset].names()), "every tool needs an example here"
+    for name, param in examples.items():
+        if toolset == "vtc_bench":
+            param = {k: files.get(v, v) if isinstance(v, str) else v for k, v in param.items()}
+            arguments = {"image": files["IMAGE"], "param": param}
+        else:
+            arguments = {"image_index": 0, **param}
+        invocation, result = run(toolset, name, arguments)
+        assert result.ok, f"{toolset}.{name}: {result.error}"
+        assert result.image is not None or result.data, f"{toolset}.{name} produced nothing"
+
+
+def test_vtc_rotate_is_clockwise_with_integer_angle():
+    inv, res = run("vtc_bench", "opencv_rotate", {"image": "x.png", "param": {"angle": 90.9}})
+    np.testing.assert_array_equal(res.image, np.rot90(IMAGE, -1))
+    assert inv.image == "x.png"
+    _, zero = run("vtc_bench", "opencv_rotate", {"image": "x.png", "param": '{"angle": 0.5}'})
+    np.testing.assert_array_equal(zero.image, IMAGE)  # int(0.5) == 0: the reference returns the input
+
+
+def test_agentic_rotate_is_counterclockwise_and_nearest():
+    _, res = run("agentic_mme", "rotate", {"image_index": 0, "angle": 90})
+    np.testing.assert_array_equal(res.image, np.rot90(IMAGE, 1))
+    _, res30 = run("agentic_mme", "rotate", {"image_index": 0, "angle": 30, "expand": False})
+    assert res30.image.shape == IMAGE.shape
+    assert set(np.unique(res30.image)) <= set(np.unique(IMAGE)) | {0}  # nearest neighbour invents no new values
+
+
+def test_vtc_colors_are_bgr():
+    _, res = run("vtc_bench", "opencv_draw_line", {"image": "x", "param": {"x1": 0, "y1": 10, "x2": 63, "y2": 10, "color": [255, 0, 0], "thickness": 1}})
+    assert tuple(res.image[10, 30]) == (0, 0, 255)  # BGR blue is RGB (0, 0, 255)
+
+
+def test_vtc_crop_rejects_out_of_bounds_and_agentic_clamps():
+    _, res = run("vtc_bench", "opencv_crop", {"image": "x", "param": {"x": 50, "y": 0, "width": 20, "height": 10}})
+    assert not res.ok and "outside" in res.error
+    _, ok = run("vtc_bench", "opencv_crop", {"image": "x", "param": {"x": 50, "y": 0, "width": 14, "height": 10}})
+    np.testing.assert_array_equal(ok.image, IMAGE[0:10, 50:64])
+    _, clamped = run("agentic_mme", "crop", {"image_index": 0, "bbox_2d": [750, 750, 1500, -20]})
+    np.testing.assert_array_equal(clamped.image, IMAGE[0:36, 48:64])  # swapped, truncated, clamped
+
+
+def test_agentic_crop_is_normalized_and_zoom_only_above_one():
+    _, res = run("agentic_mme", "crop", {"image_index": 0, "bbox_2d": [250, 250, 750, 750], "zoom_scale": 0.5})
+    np.testing.assert_array_equal(res.image, IMAGE[12:36, 16:48])
+    _, zoomed = run("agentic_mme", "crop", {"image_index": 0, "bbox_2d": [250, 250, 750, 750], "zoom_scale": 2})
+    assert zoomed.image.shape == (48, 64, 3)
+
+
+def test_agentic_enhance_without_factors_returns_the_image_unchanged():
+    inv, res = run("agentic_mme", "enhance", {"image_index": 0})
+    assert inv.steps == () and res.ok
+    np.testing.assert_array_equal(res.image, IMAGE)
+
+
+def test_vtc_hsv_is_shown_as_its_file_shows_it():
+    _, res = run("vtc_bench", "opencv_colorspace_hsv", {"image": "x"})
+    hsv = cv2.cvtColor(IMAGE, cv2.COLOR_RGB2HSV)
+    np.testing.assert_array_equal(res.image, hsv[:, :, ::-1])
+
+
+def test_vtc_template_path_becomes_an_extra_image(files):
+    inv = TOOLSETS["vtc_bench"].translate("opencv_template_match", {"image": files["IMAGE"], "param": {"template_path": files["TEMPLATE"], "method": "ccoeff"}})
+    assert inv.extra_images == {"template": files["TEMPLATE"]}
+    (res,) = execute(Executor("opencv"), [(inv, to_array(files["IMAGE"]))], resolve=to_array)
+    assert res.ok and res.data
+
+
+def test_published_argument_errors_name_the_parameter():
+    with pytest.raises(ValueError, match="preset"):
+        TOOLSETS["vtc_bench"].translate("opencv_resize", {"image": "x", "param": {"preset": "triple"}})
+    with pytest.raises(ValueError, match="image"):
+        TOOLSETS["vtc_bench"].translate("opencv_flip", {"param": {}})
+    with pytest.raises(ValueError, match="bbox_2d"):
+        TOOLSETS["agentic_mme"].translate("crop", {"image_index": 0})
+    with pytest.raises(ValueError, match="image_index"):
+        TOOLSETS["agentic_mme"].translate("invert", {"image_index": -1})
