@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import re
 import sys
 
 from tools.registry import REGISTRY
@@ -19,6 +20,11 @@ def _params(schema: dict) -> str:
     return ", ".join(name + ("" if name in required else "?") for name in props)
 
 
+def first_sentence(text: str) -> str:
+    match = re.search(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)\.(\s|$)", text)
+    return text[: match.start() + 1] if match else text
+
+
 def rows(toolset_name: str) -> list[tuple[str, ...]]:
     toolset = get_toolset(toolset_name)
     out = []
@@ -28,7 +34,7 @@ def rows(toolset_name: str) -> list[tuple[str, ...]]:
         if toolset_name == "default":
             op = REGISTRY[tool.name]
             row += [op.category, "OpenCV only" if op.cpu_only else "torch + OpenCV"]
-        out.append(tuple(row) + (fn["description"].split(". ")[0].rstrip(".") + ".",))
+        out.append(tuple(row) + (first_sentence(fn["description"]),))
     return out
 
 

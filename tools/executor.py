@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tools.images import DEFAULT_MAX_PIXELS, to_array
+from tools.images import DEFAULT_MAX_PIXELS, check_pixels, to_array
 from tools.registry import Op, ToolError, get_op
 
 
@@ -96,19 +96,17 @@ class Executor:
 
     # -- torch path: group compatible calls, one launch per group ----------------------------------------
     def _run_batched(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
-        import torch
-
         results: list[ToolResult | None] = [None] * len(calls)
         groups: dict[tuple, list[tuple[int, dict, Any]]] = {}
         for i, call in enumerate(calls):
             try:
                 op = get_op(call.op)
                 args = op.bind(call.args)
-                image = self._as_chw(call.image)
+                image = self._host_or_device(call.image)
                 for p in op.params:
                     if p.kind == "image":
-                        args[p.name] = self._as_chw(args[p.name])
-                _, height, width = image.shape
+                        args[p.name] = _as_device_chw(self._host_or_device(args[p.name]), self.device)
+                channels, height, width = _chw_shape(image)
                 if op.check is not None:
                     op.check(args, height, width)
             except Exception as err:  # noqa: BLE001
@@ -119,25 +117,26 @@ class Executor:
                 continue
             fixed = tuple(sorted((k, _key(v)) for k, v in args.items() if k not in op.vectorized))
             extra = op.batch_key(args, height, width) if op.batch_key else None
-            groups.setdefault((op.name, tuple(image.shape), str(image.device), fixed, extra), []).append((i, args, image))
+            key = (op.name, (channels, height, width), isinstance(image, np.ndarray), fixed, extra)
+            groups.setdefault(key, []).append((i, args, image))
 
         for (name, *_), members in groups.items():
             op = get_op(name)
             try:
-                outs = self._launch(op, members, torch)
+                outs = self._launch(op, members)
             except Exception:  # noqa: BLE001 - isolate the failing call(s) by running them one by one
                 outs = []
                 for member in members:
                     try:
-                        outs.extend(self._launch(op, [member], torch))
+                        outs.extend(self._launch(op, [member]))
                     except Exception as err:  # noqa: BLE001
                         outs.append(ToolResult(error=_describe(name, err)))
             for (i, _, _), out in zip(members, outs):
                 results[i] = out
         return results  # type: ignore[return-value]
 
-    def _launch(self, op: Op, members, torch) -> list[ToolResult]:
-        batch = torch.stack([image for _, _, image in members])
+    def _launch(self, op: Op, members) -> list[ToolResult]:
+        batch = self._stack([image for _, _, image in members])
         first = members[0][1]
         kwargs = {k: ([args[k] for _, args, _ in members] if k in op.vectorized else v) for k, v in first.items()}
         out = op.torch(batch, **kwargs)
@@ -146,23 +145,33 @@ class Executor:
             images = self._export(images) if self.output == "numpy" else list(images)
         elif images is not None:
             images = [self._export(img[None])[0] if self.output == "numpy" else img for img in images]
-        n = len(members)
-        return [ToolResult(images[k] if images is not None else None, data[k] if data is not None else None) for k in range(n)]
+        return [ToolResult(images[k] if images is not None else None, data[k] if data is not None else None) for k in range(len(members))]
+
+    def _stack(self, images):
+        """One (N, C, H, W) uint8 batch on the device; host images cross in a single transfer."""
+        import torch
+
+        if isinstance(images[0], np.ndarray):
+            host = torch.from_numpy(np.stack(images))
+            host = host[..., None] if host.ndim == 3 else host
+            return host.to(self.device, non_blocking=True).permute(0, 3, 1, 2).contiguous()
+        return torch.stack(images)
 
     def _cpu_fallback(self, op: Op, args: dict, image) -> ToolResult:
-        host = {k: (_tensor_to_array(v) if p.kind == "image" else v) for (k, v), p in zip(args.items(), op.params)}
+        host = {k: (_to_array(v) if p.kind == "image" else v) for (k, v), p in zip(args.items(), op.params)}
         try:
-            return self._finish_opencv(op, host, _tensor_to_array(image))
+            return self._finish_opencv(op, host, _to_array(image))
         except Exception as err:  # noqa: BLE001
             return ToolResult(error=_describe(op.name, err))
 
-    def _as_chw(self, image):
+    def _host_or_device(self, image):
+        """A (C, H, W) uint8 tensor on the device stays as it is; anything else becomes a host numpy image."""
         import torch
 
         if isinstance(image, torch.Tensor) and image.dtype == torch.uint8 and image.ndim == 3 and image.shape[0] in (1, 3):
-            _check_tensor_pixels(image, self.max_pixels)
+            check_pixels(image.shape[-1], image.shape[-2], self.max_pixels)
             return image.to(self.device, non_blocking=True)
-        return _array_to_tensor(to_array(image, self.max_pixels), self.device)
+        return to_array(image, self.max_pixels)
 
     @staticmethod
     def _export(batch) -> list[np.ndarray]:
@@ -174,19 +183,25 @@ class Executor:
 def _array_to_tensor(image: np.ndarray, device: str):
     import torch
 
-    chw = torch.from_numpy(image[None] if image.ndim == 2 else np.ascontiguousarray(image.transpose(2, 0, 1)))
+    chw = torch.from_numpy(np.ascontiguousarray(image[None] if image.ndim == 2 else image.transpose(2, 0, 1)))
     return chw.to(device, non_blocking=True)
 
 
-def _tensor_to_array(image) -> np.ndarray:
+def _as_device_chw(image, device: str):
+    return _array_to_tensor(image, device) if isinstance(image, np.ndarray) else image
+
+
+def _to_array(image) -> np.ndarray:
+    if isinstance(image, np.ndarray):
+        return image
     host = image.detach().cpu().numpy()
     return host[0] if host.shape[0] == 1 else np.ascontiguousarray(host.transpose(1, 2, 0))
 
 
-def _check_tensor_pixels(image, max_pixels: int) -> None:
-    from tools.images import check_pixels
-
-    check_pixels(image.shape[-1], image.shape[-2], max_pixels)
+def _chw_shape(image) -> tuple[int, int, int]:
+    if isinstance(image, np.ndarray):
+        return (1 if image.ndim == 2 else image.shape[2], image.shape[0], image.shape[1])
+    return tuple(image.shape)
 
 
 def _key(value):

@@ -33,8 +33,8 @@ class ImageTooLargeError(ToolError):
 def check_pixels(width: int, height: int, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
     if width * height > max_pixels:
         raise ImageTooLargeError(
-            f"image is {width}x{height} = {width * height / 1e6:.1f} MP, over the limit of "
-            f"{max_pixels / 1e6:.1f} MP; pass a larger max_pixels only for images you trust"
+            f"image is {width}x{height} = {width * height:,} pixels, over the limit of {max_pixels:,} pixels "
+            f"(max_pixels); pass a larger max_pixels only for images you trust"
         )
 
 
@@ -46,7 +46,11 @@ def to_array(image, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
         check_pixels(image.width, image.height, max_pixels)
         return _from_pil(image)
     if isinstance(image, (str, os.PathLike)):
-        return _from_pil(open_image(image, max_pixels))
+        pil = open_image(image, max_pixels)
+        if _is_16bit_color_png(pil):  # PIL would keep only the high byte of each sample
+            pil.close()
+            return _from_numpy(_read_16bit_png(image), None)
+        return _from_pil(pil)
     if type(image).__module__.startswith("torch"):
         return _from_numpy(_tensor_to_hwc(image), max_pixels)
     raise ToolError(
@@ -55,7 +59,7 @@ def to_array(image, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
 
 
 def open_image(path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
-    """Open an image file, checking its size from the header before decoding any pixels."""
+    """Open an image file, checking its size from the header before decoding any pixels (decoding is lazy)."""
     path = Path(path)
     if not path.is_file():
         raise ToolError(f"image file not found: {path}")
@@ -68,9 +72,23 @@ def open_image(path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
             raise ImageTooLargeError(f"{path}: {err}") from None
         except OSError as err:
             raise ToolError(f"cannot read image {path}: {err}") from None
-        check_pixels(pil.width, pil.height, max_pixels)
-        pil.load()
+        try:
+            check_pixels(pil.width, pil.height, max_pixels)
+        except ImageTooLargeError:
+            pil.close()
+            raise
     return pil
+
+
+def _is_16bit_color_png(pil: Image.Image) -> bool:
+    return pil.format == "PNG" and pil.mode in ("RGB", "RGBA") and any(";16" in str(tile.args) for tile in pil.tile)
+
+
+def _read_16bit_png(path) -> np.ndarray:
+    import cv2
+
+    bgr = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    return cv2.cvtColor(bgr, cv2.COLOR_BGRA2RGBA if bgr.shape[2] == 4 else cv2.COLOR_BGR2RGB)
 
 
 def _from_pil(pil: Image.Image) -> np.ndarray:

@@ -218,27 +218,15 @@ def crop_torch(batch, box, units, bounds, min_side, scale, interpolation):
     boxes = [crop_box(b, units, bounds, min_side, h, w) for b in box]
     if scale == 1.0:
         return [batch[i, :, y1:y2, x1:x2] for i, (x1, y1, x2, y2) in enumerate(boxes)]
-    if len(set(boxes)) == 1:
-        x1, y1, x2, y2 = boxes[0]
-        return resize_tensor(batch[:, :, y1:y2, x1:x2], _zoom_size(x1, y1, x2, y2, scale), interpolation)
-    return _crop_resize_sampled(batch, boxes, _zoom_size(*boxes[0], scale), interpolation)
-
-
-def _crop_resize_sampled(batch, boxes, size, interpolation):
-    """Resize a different box of every image to one size in a single grid_sample launch, with
-    cv2.resize's half-pixel mapping and its replicated border at the edges of each box."""
-    n, c, h, w = batch.shape
-    out_h, out_w = size
-    dev = batch.device
-    grids = []
-    for x1, y1, x2, y2 in boxes:
-        sx = ((torch.arange(out_w, device=dev) + 0.5) * ((x2 - x1) / out_w) - 0.5).clamp(0, x2 - x1 - 1) + x1
-        sy = ((torch.arange(out_h, device=dev) + 0.5) * ((y2 - y1) / out_h) - 0.5).clamp(0, y2 - y1 - 1) + y1
-        gy, gx = torch.meshgrid((2 * sy + 1) / h - 1, (2 * sx + 1) / w - 1, indexing="ij")
-        grids.append(torch.stack([gx, gy], dim=-1))
-    mode = _TORCH_INTERP[interpolation]
-    out = F.grid_sample(batch.float(), torch.stack(grids), mode=mode, padding_mode="border", align_corners=False)
-    return out.round_().clamp_(0, 255).to(torch.uint8)
+    # One resize per distinct box: every crop is computed the same way whatever it is batched with.
+    out = [None] * n
+    for region in set(boxes):
+        members = [i for i, b in enumerate(boxes) if b == region]
+        x1, y1, x2, y2 = region
+        zoomed = resize_tensor(batch[members, :, y1:y2, x1:x2], _zoom_size(x1, y1, x2, y2, scale), interpolation)
+        for k, i in enumerate(members):
+            out[i] = zoomed[k]
+    return torch.stack(out)
 
 
 def _crop_key(args, height, width):
