@@ -146,6 +146,13 @@ def _tensor_to_hwc(tensor) -> np.ndarray:
     return array
 
 
+def luma(rgb) -> int:
+    """The gray level OpenCV gives the color [R, G, B] (cv2.COLOR_RGB2GRAY): how a color reads on a gray image."""
+    import cv2
+
+    return int(cv2.cvtColor(np.array([[rgb]], np.uint8), cv2.COLOR_RGB2GRAY)[0, 0])
+
+
 def to_pil(image: np.ndarray) -> Image.Image:
     return Image.fromarray(image)
 

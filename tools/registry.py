@@ -198,7 +198,8 @@ class Op:
 
 
 def bind_args(name: str, params: tuple[Param, ...], args: dict) -> dict:
-    """Check `args` against `params`: unknown, missing, mistyped and out-of-range values are errors."""
+    """Check `args` against `params`: unknown, missing, mistyped and out-of-range values are errors.
+    An explicit null for an optional parameter means its default (models often write one)."""
     if not isinstance(args, dict):
         raise ToolArgumentError(name, None, f"arguments must be a JSON object, got {_show(args)}")
     by_name = {p.name: p for p in params}
@@ -208,7 +209,7 @@ def bind_args(name: str, params: tuple[Param, ...], args: dict) -> dict:
             raise ToolArgumentError(name, key, f"is not a parameter of this tool (parameters: {known})")
     bound = {}
     for p in params:
-        if p.name in args:
+        if args.get(p.name) is not None:
             bound[p.name] = p.validate(name, args[p.name])
         elif p.required:
             raise ToolArgumentError(name, p.name, "is required")

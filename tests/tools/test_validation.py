@@ -84,7 +84,8 @@ def _param_cases(op: Op, p: Param):
         noun = "integer" if kind == "int" else "number"
         yield case("string", "5", noun)
         yield case("list", [1], noun)
-        yield case("none", None)
+        if p.required:
+            yield case("none", None)
     elif kind == "str":
         yield case("number", 5, "string")
         yield case("list", ["a"], "string")
@@ -421,3 +422,10 @@ def test_toolset_names_unique(toolset):
     assert names and len(names) == len(set(names)), names
     assert ts.name == toolset and ts.doc.strip()
     assert ts.schemas() == [t.schema for t in ts.tools]
+
+
+def test_null_for_an_optional_parameter_means_its_default():
+    op = REGISTRY["rotate"]
+    assert op.bind({"angle": 30, "direction": None, "fill": None}) == op.bind({"angle": 30})
+    with pytest.raises(ToolArgumentError, match="'angle': is required"):
+        op.bind({"angle": None})
