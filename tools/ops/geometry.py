@@ -170,17 +170,20 @@ def crop_box(box, units, bounds, min_side, height, width, op="crop", param="box"
     x1, y1, x2, y2 = int(x1), int(y1), int(x2), int(y2)  # fractional coordinates truncate
     x1, x2 = min(x1, x2), max(x1, x2)
     y1, y2 = min(y1, y2), max(y1, y2)
-    shown = f"[{', '.join(f'{v:g}' for v in box)}]"
     if bounds == "error" and (x1 < 0 or y1 < 0 or x2 > width or y2 > height):
         limit = "0-1000" if units == "norm1000" else f"x in [0, {width}], y in [0, {height}]"
-        raise ToolArgumentError(op, param, f"{shown} lies outside the {width}x{height} image; allowed: {limit}")
+        raise ToolArgumentError(op, param, f"{_show_box(box)} lies outside the {width}x{height} image; allowed: {limit}")
     x1, x2 = max(0, min(x1, width)), max(0, min(x2, width))
     y1, y2 = max(0, min(y1, height)), max(0, min(y2, height))
     if x2 <= x1 or y2 <= y1:
-        raise ToolArgumentError(op, param, f"{shown} selects no pixels of the {width}x{height} image (zero area); give x2 > x1 and y2 > y1 inside the image")
+        raise ToolArgumentError(op, param, f"{_show_box(box)} selects no pixels of the {width}x{height} image (zero area); give x2 > x1 and y2 > y1 inside the image")
     if min(x2 - x1, y2 - y1) < min_side:
         x1, y1, x2, y2 = _grow(x1, y1, x2, y2, min_side, height, width)
     return x1, y1, x2, y2
+
+
+def _show_box(box) -> str:
+    return f"[{', '.join(f'{v:g}' for v in box)}]"
 
 
 def _grow(x1, y1, x2, y2, min_side, height, width):

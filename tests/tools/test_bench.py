@@ -1,0 +1,91 @@
+"""Smoke test of tools/bench.py: it runs end to end, covers every case, and checks its outputs against the
+plain OpenCV loop before timing. No timing assertions: speed is the benchmark's business, not CI's."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.bench import CASES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_bench(tmp_path, *extra):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick", "--json", str(out), *extra],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc.stdout, json.loads(out.read_text())
+
+
+def check_rows(report, variants):
+    assert report["settings"]["skipped"] == []
+    assert set(report["cases"]) == set(CASES)
+    rows = report["rows"]
+    sizes, batches = report["settings"]["sizes"], report["settings"]["batches"]
+    assert {(r["case"], r["size"], r["batch"]) for r in rows} == {
+        (c, s, b) for c in CASES for s in sizes for b in batches}
+    for r in rows:
+        label = f"{r['case']} {r['size']}x{r['batch']}"
+        assert r["baseline_ips"] > 0, label
+        # the correctness check ran for every variant, and passed
+        assert set(r["checks"]) == set(variants), label
+        assert all(r["checks"].values()) and not r["errors"], f"{label}: {r['errors']}"
+        for v in variants:
+            assert r[f"{v}_ips"] > 0, label
+    return rows
+
+
+def test_quick_cpu(tmp_path):
+    stdout, report = run_bench(tmp_path)
+    variants = ["cpu"] + (["gpu_resident", "gpu_numpy"] if report["settings"]["torch_device"] else [])
+    rows = check_rows(report, variants)
+    for r in rows:
+        assert r["cpu_ratio"] > 0 and isinstance(r["cpu_pass"], bool)
+    assert report["summary"]["mismatches"] == 0
+    assert isinstance(report["summary"]["cpu"]["pass"], bool)
+    assert "CPU overhead target (<=1.3x): " in stdout
+    assert report["machine"]["cores"] >= 1 and report["machine"]["opencv"]
+
+
+@pytest.mark.parametrize("cases", [["rotate", "blur", "equalize", "threshold"]])
+def test_quick_batched_path_on_cpu(tmp_path, cases):
+    """The GPU part's code (resident tensors, numpy in/out, bandwidth) run on torch's CPU device."""
+    _, report = run_bench(tmp_path, "--torch-device", "cpu", "--device-only", "--batches", "2", "--cases", *cases)
+    rows = report["rows"]
+    assert {r["case"] for r in rows} == set(cases)
+    for r in rows:
+        assert set(r["checks"]) == {"gpu_resident", "gpu_numpy"} and all(r["checks"].values()), r["errors"]
+        assert r["gpu_resident_ips"] > 0 and r["gpu_numpy_ips"] > 0 and r["gpu_bandwidth"] > 0
+        assert "cpu_ips" not in r
+
+
+class _Props:
+    def __init__(self, name, **attrs):
+        self.name = name
+        self.__dict__.update(attrs)
+
+
+@pytest.mark.parametrize("props, peak, source", [
+    (_Props("NVIDIA H100 80GB HBM3", memory_clock_rate=2_619_000, memory_bus_width=5120), 3.352e12,
+     "device properties"),
+    (_Props("NVIDIA H100 80GB HBM3", memory_clock_rate=0, memory_bus_width=5120), 3.35e12, "table"),
+    (_Props("NVIDIA H100 PCIe"), 2.0e12, "table"),
+    (_Props("NVIDIA H200"), 4.8e12, "table"),
+    (_Props("NVIDIA A100-SXM4-80GB"), 2.0e12, "table"),
+    (_Props("NVIDIA A100-SXM4-40GB"), 1.555e12, "table"),
+    (_Props("NVIDIA A100 80GB PCIe"), 2.0e12, "table"),
+    (_Props("Some Future GPU"), None, "unknown"),
+])
+def test_peak_bandwidth(monkeypatch, props, peak, source):
+    import torch
+
+    from tools import bench
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    got, where = bench.peak_bandwidth("cuda")
+    assert where.startswith(source)
+    assert (got is None) if peak is None else got == pytest.approx(peak, rel=1e-3)
