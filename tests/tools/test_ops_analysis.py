@@ -58,30 +58,6 @@ def test_examples_run(name):
                 assert result.image.ndim == 3 and result.image.shape[2] == 3
 
 
-# -- exact torch helpers ------------------------------------------------------------------------------------------
-def test_gray_matches_opencv_exhaustively():
-    values = np.arange(256 ** 3, dtype=np.uint32)
-    rgb = np.stack([values >> 16, (values >> 8) & 255, values & 255], -1).astype(np.uint8).reshape(4096, 4096, 3)
-    ref = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
-    got = A._gray_t(chw(rgb)[None])[0].numpy()
-    assert np.array_equal(ref, got)
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_otsu_matches_opencv(seed):
-    rng = np.random.default_rng(seed)
-    images = [
-        rng.integers(0, 256, (40, 50), dtype=np.uint8),
-        np.full((30, 30), 77, np.uint8),  # constant: OpenCV returns 0
-        np.where(rng.random((20, 25)) < 0.3, 10, 200).astype(np.uint8),  # two levels
-        np.clip(rng.normal(90 + 20 * seed, 15, (33, 47)), 0, 255).astype(np.uint8),
-        demo_image(48, 64, seed=seed, gray=True),
-    ]
-    for img in images:
-        ref = int(cv2.threshold(img, 0, 255, cv2.THRESH_BINARY | cv2.THRESH_OTSU)[0])
-        assert A._otsu_thresholds(torch.from_numpy(img)[None]) == [ref]
-
-
 @pytest.mark.parametrize("connectivity", [4, 8])
 @pytest.mark.parametrize("density", [0.2, 0.45, 0.6])
 def test_component_labels_match_opencv(connectivity, density):

@@ -12,6 +12,7 @@ from PIL import Image, ImageFilter
 from tools import REGISTRY, Executor, ToolCall
 from tools.images import demo_image
 from tools.ops import filters as fl
+from tools.ops.kernels import otsu_thresholds
 from tools.registry import ToolArgumentError
 
 RNG = np.random.default_rng(1234)
@@ -367,7 +368,7 @@ def test_otsu_matches_opencv_on_many_histograms():
         planes.append(np.clip(plane, 0, 255).astype(np.uint8))
     hist = np.stack([np.bincount(p.reshape(-1), minlength=256) for p in planes])
     expected = [cv2.threshold(p, 0, 255, cv2.THRESH_BINARY | cv2.THRESH_OTSU)[0] for p in planes]
-    assert fl.otsu_thresholds(hist).tolist() == expected
+    assert otsu_thresholds(hist).tolist() == expected
     expected = [cv2.threshold(p, 0, 255, cv2.THRESH_BINARY | cv2.THRESH_TRIANGLE)[0] for p in planes]
     assert fl.triangle_thresholds(hist).tolist() == expected
 
@@ -401,11 +402,6 @@ def test_threshold_batches_different_values():
     for v, res in zip((30, 128, 220), results):
         assert res.ok and res.data["threshold"] == float(v)
         assert (res.image == np.where(DEMO_GRAY > v, 255, 0)).all()
-
-
-def test_gray_conversion_is_opencvs():
-    batch = to_batch(NOISE_RGB)
-    assert (from_batch(fl._gray_t(batch)) == cv2.cvtColor(NOISE_RGB, cv2.COLOR_RGB2GRAY)).all()
 
 
 # -- dft -----------------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from jsonschema import Draft202012Validator
 
-import tools  # noqa: F401  (registers every op)
 from tools import REGISTRY, Executor, ToolCall
 from tools.images import demo_image
 from tools.registry import REQUIRED, Op, Param, ToolArgumentError, bind_args

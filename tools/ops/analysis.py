@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from tools.ops.kernels import gray_cv, gray_torch, otsu_thresholds, plane_hist
 from tools.registry import Op, Param, Tolerance, ToolArgumentError, register
 
 # -- shared helpers ------------------------------------------------------------------------------------
@@ -31,10 +32,6 @@ _PALETTE = np.array([
 ], np.uint8)
 _OTHER = 128  # gray for components found but not returned
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
-
-
-def _gray(image: np.ndarray) -> np.ndarray:
-    return image if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
 
 
 def _canvas(image: np.ndarray) -> np.ndarray:
@@ -98,52 +95,13 @@ def _thickness_param(default=2) -> Param:
 
 
 # -- torch helpers (exact OpenCV integer semantics) ------------------------------------------------------
-def _gray_t(batch: torch.Tensor) -> torch.Tensor:
-    """cv2.cvtColor RGB2GRAY on (N, C, H, W) uint8 -> (N, H, W) uint8; OpenCV 5 uses 15-bit fixed point."""
-    if batch.shape[1] == 1:
-        return batch[:, 0]
-    x = batch.to(torch.int32)
-    y = x[:, 0] * 9798 + x[:, 1] * 19235 + x[:, 2] * 3735 + (1 << 14)
-    return (y >> 15).to(torch.uint8)
-
-
-def _otsu_thresholds(gray: torch.Tensor) -> list:
-    """OpenCV's getThreshVal_Otsu_8u for each image: the same float64 recurrence, vectorized over images."""
-    n = gray.shape[0]
-    offsets = torch.arange(n, device=gray.device).view(n, 1, 1) * 256
-    hist = torch.bincount((gray.long() + offsets).flatten(), minlength=256 * n).view(n, 256).cpu().numpy()
-    scale = 1.0 / (gray.shape[1] * gray.shape[2])
-    levels = np.arange(256, dtype=np.float64)
-    mu = np.zeros(n)
-    for i in range(256):
-        mu += levels[i] * hist[:, i].astype(np.float64)
-    mu *= scale
-    mu1, q1 = np.zeros(n), np.zeros(n)
-    max_sigma, max_val = np.zeros(n), np.zeros(n)
-    eps = float(np.finfo(np.float32).eps)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for i in range(256):
-            p_i = hist[:, i] * scale
-            mu1 = mu1 * q1
-            q1 = q1 + p_i
-            q2 = 1.0 - q1
-            skip = (np.minimum(q1, q2) < eps) | (np.maximum(q1, q2) > 1.0 - eps)
-            new_mu1 = (mu1 + i * p_i) / q1
-            mu2 = (mu - q1 * new_mu1) / q2
-            sigma = q1 * q2 * (new_mu1 - mu2) ** 2
-            mu1 = np.where(skip, mu1, new_mu1)
-            better = ~skip & (sigma > max_sigma)
-            max_sigma = np.where(better, sigma, max_sigma)
-            max_val = np.where(better, float(i), max_val)
-    return [int(v) for v in max_val]
-
 
 def _binarize_t(gray: torch.Tensor, method: str, threshold: int):
     """(bool foreground (N, H, W), per-image info dicts) matching _binarize for the threshold modes."""
     n = gray.shape[0]
     if method == "nonzero":
         return gray > 0, [{} for _ in range(n)]
-    values = _otsu_thresholds(gray) if method.startswith("otsu") else [threshold] * n
+    values = [int(v) for v in otsu_thresholds(plane_hist(gray).cpu().numpy())] if method.startswith("otsu") else [threshold] * n
     thr = torch.tensor(values, device=gray.device, dtype=torch.int16).view(n, 1, 1)
     above = gray.to(torch.int16) > thr
     return (~above if method.endswith("_inv") else above), [{"threshold": v} for v in values]
@@ -250,7 +208,7 @@ _MAX_VERTICES = 64
 
 def contours_cv(image, binarize, threshold, canny_low, canny_high, mode, sort_by, rank, max_contours, min_area,
                 epsilon_ratio, draw, label, color, thickness):
-    binary, info = _binarize(_gray(image), binarize, threshold, canny_low, canny_high)
+    binary, info = _binarize(gray_cv(image), binarize, threshold, canny_low, canny_high)
     found, _ = cv2.findContours(binary, _RETRIEVAL[mode], cv2.CHAIN_APPROX_SIMPLE)
     records = []
     for i, c in enumerate(found):
@@ -351,7 +309,7 @@ def _component_data(info, count, areas, x1, y1, x2, y2, cx, cy, min_area, max_co
 
 
 def connected_components_cv(image, binarize, threshold, connectivity, min_area, max_components):
-    binary, info = _binarize(_gray(image), binarize, threshold)
+    binary, info = _binarize(gray_cv(image), binarize, threshold)
     n, labels, stats, centroids = cv2.connectedComponentsWithStats(binary, connectivity=connectivity)
     s = stats[1:]
     area = s[:, cv2.CC_STAT_AREA]
@@ -366,7 +324,7 @@ def connected_components_cv(image, binarize, threshold, connectivity, min_area, 
 
 def connected_components_torch(batch, binarize, threshold, connectivity, min_area, max_components):
     n, _, h, w = batch.shape
-    fg, infos = _binarize_t(_gray_t(batch), binarize, threshold)
+    fg, infos = _binarize_t(gray_torch(batch)[:, 0], binarize, threshold)
     rank, stats, counts = _component_table(fg, connectivity)
     img, area, x1, y1, x2, y2, sx, sy = (t.cpu().numpy() for t in stats)
     counts = counts.cpu().numpy()
@@ -417,7 +375,7 @@ def _orientation(dx: float, dy: float) -> float:
 
 
 def hough_lines_cv(image, canny_low, canny_high, threshold, min_line_length, max_line_gap, max_lines, color, thickness):
-    edges = cv2.Canny(_gray(image), canny_low, canny_high)
+    edges = cv2.Canny(gray_cv(image), canny_low, canny_high)
     found = cv2.HoughLinesP(edges, 1, np.pi / 180, threshold, None, min_line_length, max_line_gap)
     # OpenCV 5 returns (N, 4); OpenCV 4 returned (N, 1, 4): reshape handles both (and None = no lines).
     segs = [] if found is None else found.reshape(-1, 4).tolist()
@@ -460,7 +418,7 @@ _CIRCLE_SORT = {"votes": None, "radius": lambda c: (-c[2], c[0], c[1]), "x": lam
 
 
 def hough_circles_cv(image, dp, min_dist, param1, param2, min_radius, max_radius, blur, max_circles, sort_by, color, thickness):
-    gray = _gray(image)
+    gray = gray_cv(image)
     if blur > 1:
         gray = cv2.medianBlur(gray, blur)
     found = cv2.HoughCircles(gray, cv2.HOUGH_GRADIENT, dp, min_dist, None, param1, param2, min_radius, max_radius)
@@ -519,7 +477,7 @@ def _region_stats(markers: np.ndarray, labels) -> list:
 
 
 def watershed_cv(image, objects, fg_ratio, max_regions, color):
-    gray = _gray(image)
+    gray = gray_cv(image)
     mode = cv2.THRESH_BINARY | cv2.THRESH_OTSU if objects == "bright" else cv2.THRESH_BINARY_INV | cv2.THRESH_OTSU
     _, thresh = cv2.threshold(gray, 0, 255, mode)
     kernel = np.ones((3, 3), np.uint8)
@@ -824,7 +782,7 @@ def template_match_torch(batch, template, method, color, thickness):
     templs = []
     for t in template:
         if t.shape[0] != c:
-            t = _gray_t(t[None])[:, None][0] if c == 1 else t.expand(3, *t.shape[-2:])
+            t = gray_torch(t[None])[0] if c == 1 else t.expand(3, *t.shape[-2:])
         templs.append(t.double())
     shapes = sorted({tuple(t.shape) for t in templs})
     best = [None] * n
@@ -887,7 +845,7 @@ _KEYPOINT_METHODS = ("orb", "sift", "fast", "harris", "shi_tomasi")
 
 
 def keypoints_cv(image, method, max_points, quality_level, min_distance, fast_threshold, color):
-    gray = _gray(image)
+    gray = gray_cv(image)
     pts = []  # (x, y, response, size)
     if method == "harris":
         r = cv2.cornerHarris(np.float32(gray), 2, 3, 0.04)
@@ -965,11 +923,11 @@ def inpaint_cv(image, mask, box, canny_low, canny_high, threshold, radius, metho
         region = np.zeros(image.shape[:2], np.uint8)
         region[min(y1, y2):max(y1, y2), min(x1, x2):max(x1, x2)] = 255
     elif mask == "canny":
-        region = cv2.dilate(cv2.Canny(_gray(image), canny_low, canny_high), np.ones((3, 3), np.uint8), iterations=1)
+        region = cv2.dilate(cv2.Canny(gray_cv(image), canny_low, canny_high), np.ones((3, 3), np.uint8), iterations=1)
     else:
-        region = cv2.threshold(_gray(image), threshold, 255, cv2.THRESH_BINARY if mask == "bright" else cv2.THRESH_BINARY_INV)[1]
+        region = cv2.threshold(gray_cv(image), threshold, 255, cv2.THRESH_BINARY if mask == "bright" else cv2.THRESH_BINARY_INV)[1]
         if mask == "dark":  # strictly darker than the threshold
-            region[_gray(image) == threshold] = 0
+            region[gray_cv(image) == threshold] = 0
     out = cv2.inpaint(image, region, radius, cv2.INPAINT_TELEA if method == "telea" else cv2.INPAINT_NS)
     count = int(cv2.countNonZero(region))
     return out, {"mask": mask, "mask_pixels": count, "mask_fraction": _r(count / region.size, 4)}

@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 import torch
 
+from tools.ops.kernels import gray_torch, plane_chunks, plane_hist
 from tools.registry import Op, Param, Tolerance, ToolArgumentError, register
 
 CATEGORY = "color"
@@ -67,12 +68,6 @@ def _to_space_cv(image: np.ndarray, space: str) -> np.ndarray:
 # temporaries to one plane each.
 def _planes_int(batch: torch.Tensor):
     return batch[:, 0:1].int(), batch[:, 1:2].int(), batch[:, 2:3].int()
-
-
-def _gray_t(batch: torch.Tensor) -> torch.Tensor:
-    """cv2.COLOR_RGB2GRAY: (9798 R + 19235 G + 3735 B + 2^14) >> 15, on (N, 3, H, W) -> (N, 1, H, W)."""
-    r, g, b = _planes_int(batch)
-    return r.mul_(9798).add_(g.mul_(19235)).add_(b.mul_(3735)).add_(1 << 14).bitwise_right_shift_(15).to(torch.uint8)
 
 
 def _ycrcb_t(batch: torch.Tensor) -> torch.Tensor:
@@ -135,7 +130,7 @@ def to_space_t(batch: torch.Tensor, space: str) -> torch.Tensor:
     if space == "rgb":
         return batch
     if space == "gray":
-        return batch if batch.shape[1] == 1 else _gray_t(batch)
+        return batch if batch.shape[1] == 1 else gray_torch(batch)
     rgb = _as_rgb_t(batch)
     if space == "bgr":
         return rgb.flip(1)
@@ -153,28 +148,6 @@ def from_space_t(batch: torch.Tensor, space: str) -> torch.Tensor:
 
 
 # -- per-plane histograms and lookup tables (batched) ----------------------------------------------------
-_CHUNK = 1 << 26  # elements per launch, bounding the int32 index temporaries (256 MiB)
-
-
-def _plane_chunks(planes: int, size: int):
-    step = max(1, _CHUNK // max(size, 1))
-    for start in range(0, planes, step):
-        yield start, min(planes, start + step)
-
-
-def plane_hist(planes: torch.Tensor) -> torch.Tensor:
-    """Histograms of uint8 planes (P, ...) -> (P, 256) int64, via one bincount on offset indices per chunk."""
-    p = planes.shape[0]
-    flat = planes.reshape(p, -1)
-    m = flat.shape[1]
-    out = []
-    for a, b in _plane_chunks(p, m):
-        offsets = torch.arange(b - a, device=planes.device, dtype=torch.int32).mul_(256).view(-1, 1)
-        index = (flat[a:b].int() + offsets).reshape(-1)
-        out.append(torch.bincount(index, minlength=(b - a) * 256).view(b - a, 256))
-    return out[0] if len(out) == 1 else torch.cat(out)
-
-
 def apply_plane_lut(planes: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
     """out[p, ...] = lut[p, planes[p, ...]] for uint8 planes (P, ...) and a (P, 256) uint8 table."""
     p = planes.shape[0]
@@ -182,7 +155,7 @@ def apply_plane_lut(planes: torch.Tensor, lut: torch.Tensor) -> torch.Tensor:
     m = flat.shape[1]
     table = lut.reshape(-1)
     out = torch.empty_like(flat)
-    for a, b in _plane_chunks(p, m):
+    for a, b in plane_chunks(p, m):
         offsets = torch.arange(a, b, device=planes.device, dtype=torch.int32).mul_(256).view(-1, 1)
         out[a:b] = table[flat[a:b].int() + offsets]
     return out.view_as(planes)
@@ -329,7 +302,7 @@ def grayscale_torch(batch, method, output_channels):
     if batch.shape[1] == 1:
         gray = batch
     else:
-        gray = _gray_t(batch) if method == "opencv" else _pil_luma_t(batch)
+        gray = gray_torch(batch) if method == "opencv" else _pil_luma_t(batch)
     return gray.expand(-1, 3, -1, -1).contiguous() if output_channels == 3 else gray
 
 
@@ -738,7 +711,7 @@ def _clahe_planes_t(planes: torch.Tensor, clip_limit: float, tiles_x: int, tiles
     # Histogram of every tile of every plane: bincount over (plane, tile, value) indices.
     tile_map = ((rows // th).view(-1, 1) * tiles_x + (cols // tw).view(1, -1)).int().mul_(256)
     hist = torch.empty((p, tiles, 256), dtype=torch.int64, device=dev)
-    for a, b in _plane_chunks(p, hp * wp):
+    for a, b in plane_chunks(p, hp * wp):
         offsets = torch.arange(b - a, device=dev, dtype=torch.int32).mul_(tiles * 256).view(-1, 1, 1)
         index = (padded[a:b].int() + tile_map + offsets).reshape(-1)
         hist[a:b] = torch.bincount(index, minlength=(b - a) * tiles * 256).view(b - a, tiles, 256)
@@ -773,7 +746,7 @@ def _clahe_planes_t(planes: torch.Tensor, clip_limit: float, tiles_x: int, tiles
     idx22 = ((y2.view(-1, 1) * tiles_x + x2.view(1, -1)) * 256).int()
     ya, ya1, xa, xa1 = ya.view(-1, 1), ya1.view(-1, 1), xa.view(1, -1), xa1.view(1, -1)
     out = torch.empty_like(planes)
-    for a, b in _plane_chunks(p, h * w):
+    for a, b in plane_chunks(p, h * w):
         base = planes[a:b].int() + torch.arange(a, b, device=dev, dtype=torch.int32).mul_(tiles * 256).view(-1, 1, 1)
         top = lut[base + idx11] * xa1 + lut[base + idx12] * xa
         bottom = lut[base + idx21] * xa1 + lut[base + idx22] * xa

@@ -21,25 +21,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from tools.ops.kernels import gray_cv, gray_torch, otsu_thresholds, plane_hist
 from tools.registry import Op, Param, Tolerance, ToolArgumentError, register
 
 CATEGORY = "filter"
 
 
 # -- shared helpers ------------------------------------------------------------------------------------
-def _gray_cv(image: np.ndarray) -> np.ndarray:
-    return cv2.cvtColor(image, cv2.COLOR_RGB2GRAY) if image.ndim == 3 else image
-
-
-def _gray_t(batch: torch.Tensor) -> torch.Tensor:
-    """cv2.COLOR_RGB2GRAY exactly: (9798 R + 19235 G + 3735 B + 2^14) >> 15 (OpenCV 5 / IPP fixed point)."""
-    if batch.shape[1] == 1:
-        return batch
-    x = batch.to(torch.int32)
-    y = (x[:, 0:1] * 9798 + x[:, 1:2] * 19235 + x[:, 2:3] * 3735 + 16384) >> 15
-    return y.to(torch.uint8)
-
-
 def _border_index(n: int, before: int, after: int, mode: str, device) -> torch.Tensor:
     """Source indices for a padded axis: 'reflect101' (OpenCV BORDER_REFLECT_101) or 'replicate'."""
     idx = torch.arange(-before, n + after, device=device)
@@ -444,7 +432,7 @@ def denoise_cv(image, h, h_color, template_window, search_window, mode):
     if image.ndim == 2:
         return cv2.fastNlMeansDenoising(image, None, h, template_window, search_window)
     if mode == "gray":
-        return cv2.fastNlMeansDenoising(_gray_cv(image), None, h, template_window, search_window)
+        return cv2.fastNlMeansDenoising(gray_cv(image), None, h, template_window, search_window)
     if mode == "per_channel":
         return np.dstack([cv2.fastNlMeansDenoising(np.ascontiguousarray(image[:, :, k]), None, h, template_window,
                                                    search_window) for k in range(3)])
@@ -613,7 +601,7 @@ def _grad_data(response_abs_mean, response_abs_max):
 
 
 def gradients_cv(image, mode, ksize, gray):
-    src = _gray_cv(image) if gray else image
+    src = gray_cv(image) if gray else image
     if mode in ("sobel_x", "sobel_y"):
         resp = cv2.Sobel(src, cv2.CV_32F, int(mode == "sobel_x"), int(mode == "sobel_y"), ksize=ksize)
     elif mode in ("scharr_x", "scharr_y"):
@@ -628,7 +616,7 @@ def gradients_cv(image, mode, ksize, gray):
 
 
 def gradients_torch(batch, mode, ksize, gray):
-    src = _gray_t(batch) if gray else batch
+    src = gray_torch(batch) if gray else batch
     if mode in ("sobel_x", "sobel_y", "scharr_x", "scharr_y"):
         k = -1 if mode.startswith("scharr") else ksize
         kx, ky = _deriv(int(mode.endswith("_x")), int(mode.endswith("_y")), k)
@@ -693,7 +681,7 @@ def _canny_data(edges: int, total: int, low: float, high: float):
 
 
 def canny_cv(image, low, high, aperture, l2gradient, color):
-    src = _gray_cv(image) if color == "gray" else image
+    src = gray_cv(image) if color == "gray" else image
     edges = cv2.Canny(src, low, high, apertureSize=aperture, L2gradient=l2gradient)
     return edges, _canny_data(int(cv2.countNonZero(edges)), edges.size, low, high)
 
@@ -801,7 +789,7 @@ def _hysteresis(candidate: torch.Tensor, strong: torch.Tensor, check_every: int 
 
 
 def canny_torch(batch, low, high, aperture, l2gradient, color):
-    src = _gray_t(batch) if color == "gray" else batch
+    src = gray_torch(batch) if color == "gray" else batch
     edges = canny_edges_torch(src, low, high, aperture, l2gradient)
     counts = edges.flatten(1).sum(1).tolist()
     total = edges.shape[1] * edges.shape[2]
@@ -866,48 +854,9 @@ def threshold_cv(image, mode, value, max_value, block_size, c, invert, per_chann
         out = np.dstack([r[1] for r in results])
         used = [float(r[0]) for r in results]
     else:
-        used, out = _threshold_one(_gray_cv(image), mode, value, max_value, block_size, c, invert)
+        used, out = _threshold_one(gray_cv(image), mode, value, max_value, block_size, c, invert)
         used = float(used)
-    return out, {"threshold": used, "nonzero_ratio": float(np.count_nonzero(out)) / out.size}
-
-
-def _histograms(planes: torch.Tensor) -> np.ndarray:
-    """(M, H, W) uint8 -> (M, 256) int64 numpy histograms, one bincount for the whole batch."""
-    m = planes.shape[0]
-    offsets = torch.arange(m, device=planes.device, dtype=torch.int64).view(m, 1) * 256
-    flat = planes.reshape(m, -1).to(torch.int64) + offsets
-    return torch.bincount(flat.reshape(-1), minlength=256 * m).view(m, 256).cpu().numpy()
-
-
-def otsu_thresholds(hist: np.ndarray) -> np.ndarray:
-    """OpenCV's getThreshVal_Otsu_8u, vectorized over rows of `hist` (same double-precision recurrence)."""
-    hist = hist.astype(np.float64)
-    scale = 1.0 / hist.sum(1)
-    levels = np.arange(256, dtype=np.float64)
-    mu = np.zeros(len(hist))
-    for i in range(256):
-        mu += levels[i] * hist[:, i]
-    mu *= scale
-    mu1 = np.zeros(len(hist))
-    q1 = np.zeros(len(hist))
-    max_sigma = np.zeros(len(hist))
-    max_val = np.zeros(len(hist))
-    eps = float(np.finfo(np.float32).eps)
-    for i in range(256):
-        p_i = hist[:, i] * scale
-        mu1 = mu1 * q1
-        q1 = q1 + p_i
-        q2 = 1.0 - q1
-        valid = ~((np.minimum(q1, q2) < eps) | (np.maximum(q1, q2) > 1.0 - eps))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            new_mu1 = (mu1 + i * p_i) / q1
-            mu2 = (mu - q1 * new_mu1) / q2
-            sigma = q1 * q2 * (new_mu1 - mu2) * (new_mu1 - mu2)
-        mu1 = np.where(valid, new_mu1, mu1)
-        better = valid & (sigma > max_sigma)
-        max_sigma = np.where(better, sigma, max_sigma)
-        max_val = np.where(better, float(i), max_val)
-    return max_val
+    return out, {"threshold": used, "nonzero_ratio": float(cv2.countNonZero(out.reshape(out.shape[0], -1))) / out.size}
 
 
 def triangle_thresholds(hist: np.ndarray) -> np.ndarray:
@@ -960,7 +909,7 @@ def _adaptive_mean_t(planes, block_size, mode):
 
 def threshold_torch(batch, mode, value, max_value, block_size, c, invert, per_channel):
     n = batch.shape[0]
-    planes = batch if per_channel else _gray_t(batch)  # (N, C', H, W)
+    planes = batch if per_channel else gray_torch(batch)  # (N, C', H, W)
     cp = planes.shape[1]
     dev = batch.device
     maxv = int(max_value)
@@ -975,7 +924,7 @@ def threshold_torch(batch, mode, value, max_value, block_size, c, invert, per_ch
         used = np.full((n, cp), -1.0)
     else:
         if mode in _AUTO:
-            hist = _histograms(planes.reshape(n * cp, *planes.shape[-2:]))
+            hist = plane_hist(planes.reshape(n * cp, *planes.shape[-2:])).cpu().numpy()
             used = (otsu_thresholds(hist) if mode == "otsu" else triangle_thresholds(hist)).reshape(n, cp)
         else:
             used = np.repeat(np.floor(np.asarray(value, dtype=np.float64)).reshape(n, 1), cp, 1)
@@ -1037,7 +986,7 @@ register(Op(
 
 # -- dft -----------------------------------------------------------------------------------------------
 def dft_cv(image, log_scale):
-    gray = _gray_cv(image)
+    gray = gray_cv(image)
     spectrum = cv2.dft(np.float32(gray), flags=cv2.DFT_COMPLEX_OUTPUT)
     spectrum = np.fft.fftshift(spectrum, axes=(0, 1))
     mag = cv2.magnitude(spectrum[:, :, 0], spectrum[:, :, 1])
@@ -1047,7 +996,7 @@ def dft_cv(image, log_scale):
 
 
 def dft_torch(batch, log_scale):
-    gray = _gray_t(batch)[:, 0].double()
+    gray = gray_torch(batch)[:, 0].double()
     mag = torch.fft.fftshift(torch.fft.fft2(gray), dim=(-2, -1)).abs()
     if log_scale:
         mag = 20.0 * torch.log1p(mag)
