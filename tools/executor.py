@@ -4,7 +4,7 @@ Device policy (`Executor(device=...)`):
 - "auto" (default): the batched torch/kornia path on CUDA when a GPU is present; otherwise the OpenCV
   path, because on a CPU OpenCV is 4-14x faster than kornia (docs/benchmarks.md).
 - "opencv": always the OpenCV reference, one image at a time.
-- "cpu", "cuda", "cuda:1", "mps", ...: the batched torch path on that device.
+- "cpu", "cuda", "cuda:1": the batched torch path on that device ("cpu" is for testing that path).
 On a torch path, ops without a torch version (`cpu_only`) run through OpenCV on the host.
 
 Calls are grouped by op, image shape and the arguments that must agree within a launch (see
@@ -42,16 +42,24 @@ class ToolResult:
 
 
 def resolve_device(device: str = "auto") -> str:
-    """The backend a device policy means: "opencv" or a torch device string."""
+    """The backend a device policy means: "opencv" or a torch device string ("cpu", "cuda", "cuda:N")."""
     if device == "opencv":
         return "opencv"
     import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "opencv"
-    torch.device(device)  # raises a clear error for a malformed device string
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ToolError(f"device {device!r} was asked for but CUDA is not available; use device='auto'")
+    try:
+        parsed = torch.device(device)
+    except RuntimeError as err:
+        raise ToolError(f"unknown device {device!r} ({err}); use 'auto', 'opencv', 'cpu' or 'cuda[:N]'") from None
+    if parsed.type not in ("cpu", "cuda"):
+        raise ToolError(f"device {device!r} is not supported (some torch ops compute in float64); use 'auto', 'opencv', 'cpu' or 'cuda[:N]'")
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ToolError(f"device {device!r} was asked for but CUDA is not available; use device='auto'")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise ToolError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     return device
 
 
@@ -68,24 +76,35 @@ class Executor:
             return [self._run_opencv(call) for call in calls]
         return self._run_batched(calls)
 
+    def load(self, image):
+        """`image` converted as tool inputs are, in this executor's output format (numpy, or a tensor)."""
+        array = to_array(image, self.max_pixels)
+        return _array_to_tensor(array, "cpu" if self.device == "opencv" else self.device) if self.output == "tensor" else array
+
     # -- OpenCV path: one image at a time, minimal overhead -------------------------------------------
     def _run_opencv(self, call: ToolCall) -> ToolResult:
         try:
-            op, args, image = self._prepare(call)
+            op, args, image, _ = self._prepare(call, batched=False)
             return self._finish_opencv(op, args, image)
         except Exception as err:  # noqa: BLE001 - one bad call must not fail the batch
             return ToolResult(error=_describe(call.op, err))
 
-    def _prepare(self, call: ToolCall) -> tuple[Op, dict, np.ndarray]:
+    def _prepare(self, call: ToolCall, batched: bool):
+        """Validated (op, args, image, (height, width)); on the torch path images stay on the device."""
         op = get_op(call.op)
         args = op.bind(call.args)
-        image = to_array(call.image, self.max_pixels)
+        load = self._host_or_device if batched else (lambda img: to_array(img, self.max_pixels))
+        image = load(call.image)
         for p in op.params:
             if p.kind == "image":
-                args[p.name] = to_array(args[p.name], self.max_pixels)
+                args[p.name] = _as_device_chw(load(args[p.name]), self.device) if batched else load(args[p.name])
+        _, height, width = _chw_shape(image)
         if op.check is not None:
-            op.check(args, image.shape[0], image.shape[1])
-        return op, args, image
+            op.check(args, height, width)
+        if op.output_size is not None:
+            out_h, out_w = op.output_size(args, height, width)
+            check_pixels(out_w, out_h, self.max_pixels)
+        return op, args, image, (height, width)
 
     def _finish_opencv(self, op: Op, args: dict, image: np.ndarray) -> ToolResult:
         out = op.opencv(image, **args)
@@ -100,15 +119,7 @@ class Executor:
         groups: dict[tuple, list[tuple[int, dict, Any]]] = {}
         for i, call in enumerate(calls):
             try:
-                op = get_op(call.op)
-                args = op.bind(call.args)
-                image = self._host_or_device(call.image)
-                for p in op.params:
-                    if p.kind == "image":
-                        args[p.name] = _as_device_chw(self._host_or_device(args[p.name]), self.device)
-                channels, height, width = _chw_shape(image)
-                if op.check is not None:
-                    op.check(args, height, width)
+                op, args, image, (height, width) = self._prepare(call, batched=True)
             except Exception as err:  # noqa: BLE001
                 results[i] = ToolResult(error=_describe(call.op, err))
                 continue
@@ -117,7 +128,7 @@ class Executor:
                 continue
             fixed = tuple(sorted((k, _key(v)) for k, v in args.items() if k not in op.vectorized))
             extra = op.batch_key(args, height, width) if op.batch_key else None
-            key = (op.name, (channels, height, width), isinstance(image, np.ndarray), fixed, extra)
+            key = (op.name, _chw_shape(image), isinstance(image, np.ndarray), fixed, extra)
             groups.setdefault(key, []).append((i, args, image))
 
         for (name, *_), members in groups.items():
@@ -214,8 +225,3 @@ def _describe(op: str, err: Exception) -> str:
     if isinstance(err, ToolError):
         return str(err)
     return f"{op} failed: {type(err).__name__}: {err}"
-
-
-def run_calls(calls: Sequence[ToolCall], device: str = "auto", **kwargs) -> list[ToolResult]:
-    """Convenience: run `calls` with a fresh Executor."""
-    return Executor(device, **kwargs).run(calls)

@@ -88,6 +88,8 @@ def _read_16bit_png(path) -> np.ndarray:
     import cv2
 
     bgr = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if bgr is None:
+        raise ToolError(f"cannot read image {path}: the 16-bit PNG data is corrupt or truncated")
     return cv2.cvtColor(bgr, cv2.COLOR_BGRA2RGBA if bgr.shape[2] == 4 else cv2.COLOR_BGR2RGB)
 
 
@@ -151,10 +153,6 @@ def luma(rgb) -> int:
     import cv2
 
     return int(cv2.cvtColor(np.array([[rgb]], np.uint8), cv2.COLOR_RGB2GRAY)[0, 0])
-
-
-def to_pil(image: np.ndarray) -> Image.Image:
-    return Image.fromarray(image)
 
 
 def demo_image(height: int = 512, width: int = 512, seed: int = 0, gray: bool = False) -> np.ndarray:

@@ -179,6 +179,9 @@ class Op:
     batch_key: Callable | None = None
     # Checks that need the image size, e.g. a box inside the image: (args, height, width) -> None.
     check: Callable | None = None
+    # For ops that can grow an image: (args, height, width) -> (out_height, out_width); the executor
+    # rejects outputs over its max_pixels before running anything.
+    output_size: Callable | None = None
     tolerance: Tolerance = EXACT
     # Argument sets the parity tests run (and the docs show); every one must be valid on a 64x48 image.
     examples: tuple[dict, ...] = ({},)

@@ -101,7 +101,8 @@ def execute(executor: Executor, jobs: Sequence[tuple[Invocation, Any]], resolve:
     """
     current = [image for _, image in jobs]
     produced: list[Any] = [None] * len(jobs)  # the latest image a step made, per job
-    results = [ToolResult() if inv.steps else ToolResult(image=image) for inv, image in jobs]  # no steps: unchanged
+    # An invocation without steps (e.g. a zero rotation) gives its input back unchanged.
+    results = [ToolResult() if inv.steps else _unchanged(executor, image) for inv, image in jobs]
     pending = [i for i, (inv, _) in enumerate(jobs) if inv.steps]
     depth = 0
     while pending:
@@ -128,3 +129,10 @@ def execute(executor: Executor, jobs: Sequence[tuple[Invocation, Any]], resolve:
                 still.append(i)
         pending, depth = still, depth + 1
     return results
+
+
+def _unchanged(executor: Executor, image) -> ToolResult:
+    try:
+        return ToolResult(image=executor.load(image))
+    except Exception as err:  # noqa: BLE001 - an unreadable image is that job's error, not the batch's
+        return ToolResult(error=str(err))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tools import REGISTRY, Executor, ToolCall, ToolResult, run_calls
+from tools import REGISTRY, Executor, ToolCall, ToolResult
 from tools.executor import resolve_device
 from tools.images import demo_image, to_array
 from tools.registry import Op, Param, ToolError, register
@@ -303,24 +303,6 @@ def test_tensor_inputs_on_torch_path():
     assert not too_big.ok and "limit" in too_big.error
 
 
-def test_run_calls_convenience():
-    rgb = demo_image(20, 30, seed=15)
-    for device in ("opencv", "cpu"):
-        (res,) = run_calls([ToolCall("flip", rgb, {"direction": "vertical"})], device=device)
-        np.testing.assert_array_equal(res.image, rgb[::-1])
-    assert run_calls([], device="cpu") == [] and run_calls([], device="opencv") == []
-
-
-# -- device policy -----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("device", ["cuda", "cuda:0", "cuda:1"])
-def test_cuda_without_cuda_is_a_clear_error(monkeypatch, device):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ToolError) as info:
-        Executor(device)
-    text = str(info.value)
-    assert device in text and "CUDA is not available" in text and "auto" in text
-
-
 def test_auto_resolves_to_opencv_without_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == "opencv"
@@ -343,3 +325,34 @@ def test_explicit_devices():
     assert resolve_device("cpu") == "cpu"
     with pytest.raises(Exception, match="gpu0|device"):
         resolve_device("gpu0")
+
+
+def test_device_strings_are_checked_up_front(monkeypatch):
+    for bad in ("mps", "gpu", "cuda:x"):
+        with pytest.raises(ToolError, match="device"):
+            Executor(device=bad)
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ToolError, match="1 CUDA device"):
+        Executor(device="cuda:3")
+
+
+@pytest.mark.parametrize("device", ["opencv", "cpu"])
+def test_outputs_that_grow_respect_the_executors_max_pixels(device):
+    image = demo_image(48, 64)
+    executor = Executor(device=device, max_pixels=50_000)
+    calls = [ToolCall("resize", image, {"scale": 5}), ToolCall("pyramid", image, {"direction": "up", "levels": 3}),
+             ToolCall("crop", image, {"box": [0, 0, 64, 48], "scale": 5}), ToolCall("resize", image, {"scale": 2})]
+    results = executor.run(calls)
+    assert [r.ok for r in results] == [False, False, False, True]
+    assert all("50,000 pixels" in r.error for r in results[:3])
+    big = Executor(device=device, max_pixels=10**8).run([ToolCall("resize", image, {"scale": 16})])[0]
+    assert big.ok and big.image.shape == (768, 1024, 3)
+
+
+def test_area_interpolation_is_for_shrinking():
+    (res,) = Executor("opencv").run([ToolCall("resize", demo_image(48, 64), {"scale": 2, "interpolation": "area"})])
+    assert "interpolation" in res.error and "shrinking" in res.error
+

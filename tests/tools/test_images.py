@@ -14,7 +14,7 @@ import torch
 from PIL import Image, ImageFile
 
 from tools import Executor, ToolCall
-from tools.images import DEFAULT_MAX_PIXELS, ImageTooLargeError, check_pixels, demo_image, open_image, to_array, to_pil
+from tools.images import DEFAULT_MAX_PIXELS, ImageTooLargeError, check_pixels, demo_image, open_image, to_array
 from tools.registry import ToolError
 
 RNG = np.random.default_rng(0)
@@ -285,11 +285,6 @@ def test_executor_reads_paths(tmp_path):
         res = Executor(device).run([ToolCall("flip", str(path), {"direction": "vertical"})])[0]
         assert res.ok, res.error
         np.testing.assert_array_equal(res.image, RGB[::-1])
-
-
-def test_to_pil_round_trip():
-    assert to_pil(RGB).mode == "RGB" and to_pil(GRAY).mode == "L"
-    np.testing.assert_array_equal(to_array(to_pil(RGB)), RGB)
 
 
 # -- size limits -------------------------------------------------------------------------------------------

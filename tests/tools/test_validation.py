@@ -318,7 +318,7 @@ def test_crop_box_outside_image_direct_check():
     op = REGISTRY["crop"]
     args = op.bind({"box": [0, 0, 65, 10]})
     with pytest.raises(ToolArgumentError) as info:
-        op.check(args, 48, 64)
+        op.output_size(args, 48, 64)
     assert info.value.op == "crop" and info.value.param == "box"
 
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from kornia.geometry.transform import warp_affine
 
-from tools.images import DEFAULT_MAX_PIXELS, check_pixels, luma
+from tools.images import luma
 from tools.registry import Op, Param, Tolerance, ToolArgumentError, register
 
 INTERPOLATIONS = ("nearest", "linear", "cubic")
@@ -133,6 +133,10 @@ def _fit_torch(image, height, width, fill):
     return canvas
 
 
+def _rotate_output(args, height, width):
+    return _rotation_plan(args["angle"], args["direction"], args["expand"], height, width)[2]
+
+
 def _rotate_key(args, height, width):
     quarters, _, size = _rotation_plan(args["angle"], args["direction"], args["expand"], height, width)
     return quarters is not None, size
@@ -151,7 +155,7 @@ register(Op(
         Param("interpolation", "str", "Resampling for angles that are not multiples of 90.", "linear", choices=INTERPOLATIONS),
         FILL,
     ),
-    rotate_cv, rotate_torch, vectorized=("angle",), batch_key=_rotate_key, tolerance=RESAMPLED, category="geometry",
+    rotate_cv, rotate_torch, vectorized=("angle",), batch_key=_rotate_key, output_size=_rotate_output, tolerance=RESAMPLED, category="geometry",
     examples=(
         {"angle": 90}, {"angle": 180}, {"angle": -90, "expand": False}, {"angle": 270, "direction": "clockwise"},
         {"angle": 30}, {"angle": 30, "expand": False, "fill": [255, 0, 0]}, {"angle": -12.5, "interpolation": "nearest"},
@@ -161,7 +165,7 @@ register(Op(
 
 
 # -- crop (and zoom) -----------------------------------------------------------------------------------
-def crop_box(box, units, bounds, min_side, height, width, op="crop", param="box"):
+def crop_box(box, units, bounds, min_side, height, width):
     """The pixel box [x1, y1, x2, y2] a crop request means, or a ToolArgumentError saying why none."""
     x1, y1, x2, y2 = box
     if units == "norm1000":
@@ -172,11 +176,11 @@ def crop_box(box, units, bounds, min_side, height, width, op="crop", param="box"
     y1, y2 = min(y1, y2), max(y1, y2)
     if bounds == "error" and (x1 < 0 or y1 < 0 or x2 > width or y2 > height):
         limit = "0-1000" if units == "norm1000" else f"x in [0, {width}], y in [0, {height}]"
-        raise ToolArgumentError(op, param, f"{_show_box(box)} lies outside the {width}x{height} image; allowed: {limit}")
+        raise ToolArgumentError("crop", "box", f"{_show_box(box)} lies outside the {width}x{height} image; allowed: {limit}")
     x1, x2 = max(0, min(x1, width)), max(0, min(x2, width))
     y1, y2 = max(0, min(y1, height)), max(0, min(y2, height))
     if x2 <= x1 or y2 <= y1:
-        raise ToolArgumentError(op, param, f"{_show_box(box)} selects no pixels of the {width}x{height} image (zero area); give x2 > x1 and y2 > y1 inside the image")
+        raise ToolArgumentError("crop", "box", f"{_show_box(box)} selects no pixels of the {width}x{height} image (zero area); give x2 > x1 and y2 > y1 inside the image")
     if min(x2 - x1, y2 - y1) < min_side:
         x1, y1, x2, y2 = _grow(x1, y1, x2, y2, min_side, height, width)
     return x1, y1, x2, y2
@@ -201,10 +205,17 @@ def _zoom_size(x1, y1, x2, y2, scale):
     return max(1, round((y2 - y1) * scale)), max(1, round((x2 - x1) * scale))
 
 
-def _crop_check(args, height, width):
+def _crop_output(args, height, width):
     x1, y1, x2, y2 = crop_box(args["box"], args["units"], args["bounds"], args["min_side"], height, width)
-    out_h, out_w = _zoom_size(x1, y1, x2, y2, args["scale"])
-    check_pixels(out_w, out_h, DEFAULT_MAX_PIXELS)
+    size = _zoom_size(x1, y1, x2, y2, args["scale"])
+    _no_area_enlarging("crop", args["interpolation"], (y2 - y1, x2 - x1), size)
+    return size
+
+
+def _no_area_enlarging(op, interpolation, size_in, size_out):
+    # OpenCV's INTER_AREA only averages when shrinking; enlarging with it is a different, rarely meant filter.
+    if interpolation == "area" and (size_out[0] > size_in[0] or size_out[1] > size_in[1]):
+        raise ToolArgumentError(op, "interpolation", "'area' is for shrinking; use 'linear' or 'cubic' to enlarge")
 
 
 def crop_cv(image, box, units, bounds, min_side, scale, interpolation):
@@ -254,7 +265,7 @@ register(Op(
         Param("scale", "float", "Zoom factor applied to the crop (1 = no resampling).", 1.0, 0.05, 16),
         Param("interpolation", "str", "Resampling used when scale != 1.", "linear", choices=INTERPOLATIONS + ("area",)),
     ),
-    crop_cv, crop_torch, vectorized=("box",), batch_key=_crop_key, check=_crop_check, tolerance=RESAMPLED,
+    crop_cv, crop_torch, vectorized=("box",), batch_key=_crop_key, output_size=_crop_output, tolerance=RESAMPLED,
     category="geometry",
     examples=(
         {"box": [5, 6, 40, 30]}, {"box": [100, 200, 600, 900], "units": "norm1000"},
@@ -266,13 +277,13 @@ register(Op(
 
 
 # -- resize --------------------------------------------------------------------------------------------
-def resize_size(width, height, scale, in_h, in_w, op="resize"):
+def resize_size(width, height, scale, in_h, in_w):
     if scale is not None:
         if width is not None or height is not None:
-            raise ToolArgumentError(op, "scale", "give either scale or width/height, not both")
+            raise ToolArgumentError("resize", "scale", "give either scale or width/height, not both")
         return max(1, round(in_h * scale)), max(1, round(in_w * scale))
     if width is None and height is None:
-        raise ToolArgumentError(op, None, "give width and/or height in pixels, or scale")
+        raise ToolArgumentError("resize", None, "give width and/or height in pixels, or scale")
     if width is None:
         width = max(1, round(in_w * height / in_h))
     if height is None:
@@ -280,9 +291,10 @@ def resize_size(width, height, scale, in_h, in_w, op="resize"):
     return height, width
 
 
-def _resize_check(args, height, width):
-    out_h, out_w = resize_size(args["width"], args["height"], args["scale"], height, width)
-    check_pixels(out_w, out_h, DEFAULT_MAX_PIXELS)
+def _resize_output(args, height, width):
+    size = resize_size(args["width"], args["height"], args["scale"], height, width)
+    _no_area_enlarging("resize", args["interpolation"], (height, width), size)
+    return size
 
 
 def resize_cv(image, width, height, scale, interpolation):
@@ -331,7 +343,7 @@ register(Op(
         Param("scale", "float", "Scale factor for both sides.", None, 0.01, 16),
         Param("interpolation", "str", "Resampling: 'area' is best for shrinking.", "linear", choices=INTERPOLATIONS + ("area",)),
     ),
-    resize_cv, resize_torch, check=_resize_check, tolerance=RESAMPLED, category="geometry",
+    resize_cv, resize_torch, output_size=_resize_output, tolerance=RESAMPLED, category="geometry",
     examples=(
         {"width": 128, "height": 96}, {"scale": 0.5, "interpolation": "area"}, {"width": 30},
         {"scale": 1.5, "interpolation": "cubic"}, {"height": 100, "interpolation": "nearest"},
@@ -434,10 +446,10 @@ def pyramid_torch(batch, direction, levels):
     return batch
 
 
-def _pyramid_check(args, height, width):
-    if args["direction"] == "up":
-        factor = 2 ** args["levels"]
-        check_pixels(width * factor, height * factor, DEFAULT_MAX_PIXELS)
+def _pyramid_output(args, height, width):
+    for _ in range(args["levels"]):
+        height, width = ((height + 1) // 2, (width + 1) // 2) if args["direction"] == "down" else (2 * height, 2 * width)
+    return height, width
 
 
 register(Op(
@@ -448,7 +460,7 @@ register(Op(
         Param("direction", "str", "'down' (smaller) or 'up' (larger).", "down", choices=("down", "up")),
         Param("levels", "int", "How many pyramid steps.", 1, 1, 4),
     ),
-    pyramid_cv, pyramid_torch, check=_pyramid_check, category="geometry",
+    pyramid_cv, pyramid_torch, output_size=_pyramid_output, category="geometry",
     tolerance=Tolerance(pixel=1, outliers=0.06, mean=0.1, why="pyrUp's right/bottom edge rows differ by one level"),
     examples=({"direction": "down"}, {"direction": "down", "levels": 2}, {"direction": "up"}),
 ))
