@@ -155,6 +155,11 @@ def luma(rgb) -> int:
     return int(cv2.cvtColor(np.array([[rgb]], np.uint8), cv2.COLOR_RGB2GRAY)[0, 0])
 
 
+def color_values(rgb, channels: int) -> list[int]:
+    """A color [R, G, B] as channel values for an image with `channels` channels (gray: its luma)."""
+    return [int(v) for v in rgb] if channels == 3 else [luma(rgb)]
+
+
 def demo_image(height: int = 512, width: int = 512, seed: int = 0, gray: bool = False) -> np.ndarray:
     """A deterministic synthetic test image: smooth gradients, filled shapes, thin lines and mild noise.
 

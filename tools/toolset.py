@@ -77,14 +77,16 @@ def flat_tool(
     params: tuple[Param, ...],
     steps: Callable[[dict], list[Step]],
     image: Callable[[dict], Any] = lambda args: LATEST,
+    schema: dict | None = None,
 ) -> Tool:
-    """A tool whose arguments are a flat JSON object (OpenAI function style)."""
+    """A tool whose arguments are a flat JSON object (OpenAI function style). `schema` replaces the one
+    generated from `params` where a published schema must be shown word for word."""
 
     def translate(arguments: dict) -> Invocation:
         bound = bind_args(name, params, arguments)
         return Invocation(name, tuple(steps(bound)), image(bound))
 
-    return Tool(name, function_schema(name, doc, params), translate)
+    return Tool(name, schema or function_schema(name, doc, params), translate)
 
 
 def op_step(op: str, /, **args) -> Step:

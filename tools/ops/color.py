@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 import torch
 
-from tools.ops.kernels import gray_torch, plane_chunks, plane_hist
+from tools.ops.kernels import gray_torch, plane_chunks, plane_hist, reflect101
 from tools.registry import Op, Param, Tolerance, ToolArgumentError, register
 
 CATEGORY = "color"
@@ -682,14 +682,6 @@ register(Op(
 
 # ======================================================================================================
 # CLAHE (cv2.createCLAHE(clipLimit, tileGridSize).apply), batched
-def _reflect101(index: torch.Tensor, n: int) -> torch.Tensor:
-    if n == 1:
-        return torch.zeros_like(index)
-    period = 2 * (n - 1)
-    index = index.remainder(period)
-    return torch.where(index >= n, period - index, index)
-
-
 def _clahe_geometry(h: int, w: int, tiles_x: int, tiles_y: int):
     """OpenCV pads to tile multiples with BORDER_REFLECT_101 when either side is not divisible; its
     padding is tiles - size % tiles on BOTH sides then (a whole extra tile on a divisible side)."""
@@ -706,7 +698,7 @@ def _clahe_planes_t(planes: torch.Tensor, clip_limit: float, tiles_x: int, tiles
     tiles = tiles_x * tiles_y
     rows = torch.arange(hp, device=dev)
     cols = torch.arange(wp, device=dev)
-    padded = planes if (hp, wp) == (h, w) else planes[:, _reflect101(rows, h)][:, :, _reflect101(cols, w)]
+    padded = planes if (hp, wp) == (h, w) else planes[:, reflect101(rows, h)][:, :, reflect101(cols, w)]
 
     # Histogram of every tile of every plane: bincount over (plane, tile, value) indices.
     tile_map = ((rows // th).view(-1, 1) * tiles_x + (cols // tw).view(1, -1)).int().mul_(256)

@@ -36,7 +36,7 @@ import cv2
 import numpy as np
 import torch
 
-from tools.images import luma
+from tools.images import color_values, luma
 from tools.registry import Op, Param, Tolerance, ToolArgumentError, register
 
 COORD_LIMIT = 65536
@@ -59,10 +59,6 @@ TEXT_TOLERANCE = Tolerance(pixel=1, outliers=0.001, mean=0.01,
 def contrast(rgb) -> tuple:
     """Black or white, whichever reads better on `rgb`."""
     return (0, 0, 0) if luma(rgb) >= 128 else (255, 255, 255)
-
-
-def _channels(rgb, channels: int) -> list:
-    return [int(v) for v in rgb] if channels == 3 else [luma(rgb)]
 
 
 # -- sizes and coordinates -----------------------------------------------------------------------------
@@ -250,13 +246,13 @@ def apply_plans(batch: torch.Tensor, plans: list, index: list, palette: dict) ->
     out = batch.clone(memory_format=torch.contiguous_format)
     shared = len(plans) == 1
     pick = None if shared or index == list(range(n)) else torch.tensor(index, device=dev)
-    colors = torch.tensor([[0] * c] + [_channels(rgb, c) for rgb in palette.values()], dtype=torch.uint8)
+    colors = torch.tensor([[0] * c] + [color_values(rgb, c) for rgb in palette.values()], dtype=torch.uint8)
     _paint_layer(out, [p.canvas for p in plans], index, pick, colors=colors)
     for role, rgb in palette.items():
         maps = [p.alphas.get(role) for p in plans]
         if any(m is not None for m in maps):
             maps = [m if m is not None else np.zeros_like(plans[0].canvas) for m in maps]
-            _paint_layer(out, maps, index, pick, color=torch.tensor(_channels(rgb, c), dtype=torch.int32, device=dev))
+            _paint_layer(out, maps, index, pick, color=torch.tensor(color_values(rgb, c), dtype=torch.int32, device=dev))
     return out
 
 
@@ -463,7 +459,8 @@ def _box_check(args, height, width):
                                 f"({x1}, {y1}, {x2}, {y2}); give x2 > x1 and y2 > y1 (x2, y2 exclusive)")
 
 
-def _box_colors(args):
+def _label_colors(args):
+    """The shape's color and a readable text color for its labels."""
     return {"color": args["color"], "text": contrast(args["color"])}
 
 
@@ -497,7 +494,7 @@ _register(
         Param("label", "str", f"Optional text for the tag (at most {MAX_LABEL_CHARS} characters; Unicode works).", None),
         FONT_SCALE, UNITS_PARAM,
     ),
-    _box_paint, _box_colors, vectorized=("box", "label"), check=_box_check, tolerance=TEXT_TOLERANCE,
+    _box_paint, _label_colors, vectorized=("box", "label"), check=_box_check, tolerance=TEXT_TOLERANCE,
     examples=(
         {"box": [10, 8, 50, 40]},
         {"box": [10, 20, 50, 40], "label": "cat", "color": [0, 255, 0], "thickness": 1},
@@ -545,7 +542,7 @@ _register(
         Param("numbered", "bool", "Write each point's number (1-based) next to it.", True),
         FONT_SCALE, UNITS_PARAM,
     ),
-    _points_paint, _box_colors, vectorized=("points",), check=_points_check, tolerance=TEXT_TOLERANCE,
+    _points_paint, _label_colors, vectorized=("points",), check=_points_check, tolerance=TEXT_TOLERANCE,
     examples=(
         {"points": [10, 10, 30, 25, 55, 40]},
         {"points": [32, 24], "radius": 6, "numbered": False, "color": [0, 0, 255]},
@@ -666,10 +663,6 @@ def _grid_check(args, height, width):
                                 f"side on this {width}x{height} image; use at least {least:.3g} ({args['units']})")
 
 
-def _grid_colors(args):
-    return {"color": args["color"], "text": contrast(args["color"])}
-
-
 def _overlaps(a, b) -> bool:
     return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
 
@@ -729,7 +722,7 @@ register(Op(
         Param("thickness", "int", "Grid line width in pixels.", 1, 1, 50),
         FONT_SCALE,
     ),
-    _opencv_op(_grid_paint, _grid_colors), _torch_op(_grid_paint, _grid_colors),
+    _opencv_op(_grid_paint, _label_colors), _torch_op(_grid_paint, _label_colors),
     check=_grid_check, tolerance=TEXT_TOLERANCE, category="draw",
     examples=(
         {},

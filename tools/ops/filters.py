@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tools.ops.kernels import gray_cv, gray_torch, otsu_thresholds, plane_hist
+from tools.ops.kernels import gray_cv, gray_torch, otsu_thresholds, plane_hist, reflect101
 from tools.registry import Op, Param, Tolerance, ToolArgumentError, register
 
 CATEGORY = "filter"
@@ -31,13 +31,7 @@ CATEGORY = "filter"
 def _border_index(n: int, before: int, after: int, mode: str, device) -> torch.Tensor:
     """Source indices for a padded axis: 'reflect101' (OpenCV BORDER_REFLECT_101) or 'replicate'."""
     idx = torch.arange(-before, n + after, device=device)
-    if mode == "replicate":
-        return idx.clamp(0, n - 1)
-    if n == 1:
-        return torch.zeros_like(idx)
-    period = 2 * (n - 1)
-    idx = idx.remainder(period)
-    return torch.where(idx >= n, period - idx, idx)
+    return idx.clamp(0, n - 1) if mode == "replicate" else reflect101(idx, n)
 
 
 def _pad(x: torch.Tensor, py: int, px: int, mode: str) -> torch.Tensor:

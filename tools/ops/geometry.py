@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from kornia.geometry.transform import warp_affine
 
-from tools.images import luma
+from tools.images import color_values
+from tools.ops.kernels import reflect101
 from tools.registry import Op, Param, Tolerance, ToolArgumentError, register
 
 INTERPOLATIONS = ("nearest", "linear", "cubic")
@@ -23,11 +24,6 @@ _TORCH_INTERP = {"nearest": "nearest", "linear": "bilinear", "cubic": "bicubic"}
 FILL = Param("fill", "ints", "Fill color [R, G, B] (0-255) for uncovered area; gray images use its luma.", (0, 0, 0), 0, 255, length=3)
 # Interpolated resampling: OpenCV uses 5-bit fixed-point coordinates and weights, torch floats.
 RESAMPLED = Tolerance(pixel=2, outliers=0.02, mean=0.5, why="fixed-point vs float interpolation")
-
-
-def _fill_value(fill, channels: int) -> list[int]:
-    """The fill as channel values: [R, G, B], or the color's luma on a gray image."""
-    return list(fill) if channels == 3 else [luma(fill)]
 
 
 # -- flip ----------------------------------------------------------------------------------------------
@@ -79,7 +75,7 @@ def _fit(image: np.ndarray, height: int, width: int, fill) -> np.ndarray:
     """Center `image` on a height x width canvas (cropping or padding with `fill`); exact, no resampling."""
     h, w = image.shape[:2]
     canvas = np.empty((height, width) + image.shape[2:], np.uint8)
-    canvas[...] = np.array(_fill_value(fill, 1 if image.ndim == 2 else image.shape[2]), np.uint8)
+    canvas[...] = np.array(color_values(fill, 1 if image.ndim == 2 else image.shape[2]), np.uint8)
     sy, sx = max((h - height) // 2, 0), max((w - width) // 2, 0)
     dy, dx = max((height - h) // 2, 0), max((width - w) // 2, 0)
     ch, cw = min(h, height), min(w, width)
@@ -95,7 +91,7 @@ def rotate_cv(image, angle, direction, expand, interpolation, fill):
         return turned if turned.shape[:2] == (out_h, out_w) else _fit(turned, out_h, out_w, fill)
     channels = 1 if image.ndim == 2 else image.shape[2]
     return cv2.warpAffine(image, matrix, (out_w, out_h), flags=_CV_INTERP[interpolation],
-                          borderMode=cv2.BORDER_CONSTANT, borderValue=tuple(_fill_value(fill, channels)))
+                          borderMode=cv2.BORDER_CONSTANT, borderValue=tuple(color_values(fill, channels)))
 
 
 def rotate_torch(batch, angle, direction, expand, interpolation, fill):
@@ -117,14 +113,14 @@ def _warp(batch, matrices, size, interpolation, fill):
     n, c = batch.shape[:2]
     x = torch.cat([batch.float(), torch.ones_like(batch[:, :1], dtype=torch.float32)], dim=1)
     warped = warp_affine(x, matrices, size, mode=_TORCH_INTERP[interpolation], padding_mode="zeros", align_corners=True)
-    value = torch.tensor(_fill_value(fill, c), dtype=torch.float32, device=batch.device).view(1, c, 1, 1)
+    value = torch.tensor(color_values(fill, c), dtype=torch.float32, device=batch.device).view(1, c, 1, 1)
     out = warped[:, :c] + (1.0 - warped[:, c:]) * value
     return out.round_().clamp_(0, 255).to(torch.uint8)
 
 
 def _fit_torch(image, height, width, fill):
     c, h, w = image.shape
-    canvas = torch.tensor(_fill_value(fill, c), dtype=torch.uint8, device=image.device).view(c, 1, 1)
+    canvas = torch.tensor(color_values(fill, c), dtype=torch.uint8, device=image.device).view(c, 1, 1)
     canvas = canvas.expand(c, height, width).clone()
     sy, sx = max((h - height) // 2, 0), max((w - width) // 2, 0)
     dy, dx = max((height - h) // 2, 0), max((width - w) // 2, 0)
@@ -360,7 +356,7 @@ def translate_cv(image, dx, dy, border, fill):
     matrix = np.float32([[1, 0, dx], [0, 1, dy]])
     channels = 1 if image.ndim == 2 else image.shape[2]
     return cv2.warpAffine(image, matrix, (w, h), flags=cv2.INTER_NEAREST, borderMode=_BORDERS[border],
-                          borderValue=tuple(_fill_value(fill, channels)))
+                          borderValue=tuple(color_values(fill, channels)))
 
 
 def translate_torch(batch, dx, dy, border, fill):
@@ -371,21 +367,13 @@ def translate_torch(batch, dx, dy, border, fill):
     if border == "replicate":
         ys, xs = ys.clamp(0, h - 1), xs.clamp(0, w - 1)
     elif border == "reflect":
-        ys, xs = _reflect101(ys, h), _reflect101(xs, w)
+        ys, xs = reflect101(ys, h), reflect101(xs, w)
     out = batch[:, :, ys.clamp(0, h - 1)][:, :, :, xs.clamp(0, w - 1)]
     if border == "constant":
         inside = ((ys >= 0) & (ys < h))[:, None] & ((xs >= 0) & (xs < w))[None, :]
-        value = torch.tensor(_fill_value(fill, c), dtype=torch.uint8, device=batch.device).view(1, c, 1, 1)
+        value = torch.tensor(color_values(fill, c), dtype=torch.uint8, device=batch.device).view(1, c, 1, 1)
         out = torch.where(inside, out, value)
     return out
-
-
-def _reflect101(index, n):
-    if n == 1:
-        return torch.zeros_like(index)
-    period = 2 * (n - 1)
-    index = index.remainder(period)
-    return torch.where(index >= n, period - index, index)
 
 
 register(Op(

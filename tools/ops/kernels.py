@@ -23,6 +23,15 @@ def gray_torch(batch: torch.Tensor) -> torch.Tensor:
     return ((x[:, 0:1] * 9798 + x[:, 1:2] * 19235 + x[:, 2:3] * 3735 + (1 << 14)) >> 15).to(torch.uint8)
 
 
+def reflect101(index: torch.Tensor, n: int) -> torch.Tensor:
+    """Map any integer indices into [0, n) the way OpenCV's BORDER_REFLECT_101 does (gfedcb|abcdefgh|gfedcba)."""
+    if n == 1:
+        return torch.zeros_like(index)
+    period = 2 * (n - 1)
+    index = index.remainder(period)
+    return torch.where(index >= n, period - index, index)
+
+
 _CHUNK = 1 << 26  # elements per launch, bounding the int32 index temporaries (256 MiB)
 
 

@@ -9,8 +9,8 @@ Known deviations: PIL's LANCZOS resampling (crop zoom, resize) maps to bicubic; 
 (a box-blur approximation) maps to a true gaussian with sigma = radius; a zero-area crop is an error.
 """
 
-from tools.registry import Param, ToolArgumentError, bind_args
-from tools.toolset import Invocation, Tool, ToolSet, op_step
+from tools.registry import Param, ToolArgumentError
+from tools.toolset import Tool, ToolSet, flat_tool, op_step
 
 INDEX = Param("image_index", "int", "Index of the image to operate on (0 = original, 1, 2... = processed images)", low=0, high=10_000)
 LABEL = Param("label", "str", "Description of what this operation is for", None)
@@ -25,13 +25,8 @@ def _published(name: str, description: str, properties: dict, required=("image_i
 
 
 def _tool(name, description, properties, params, steps, required=("image_index",)) -> Tool:
-    params = (INDEX, *params, LABEL)
-
-    def translate(arguments: dict) -> Invocation:
-        args = bind_args(name, params, arguments)
-        return Invocation(name, tuple(steps(args)), args["image_index"])
-
-    return Tool(name, _published(name, description, properties, required), translate)
+    return flat_tool(name, description, (INDEX, *params, LABEL), steps, image=lambda a: a["image_index"],
+                     schema=_published(name, description, properties, required))
 
 
 def _crop(a):

@@ -5,8 +5,8 @@ over 100 are rejected; a box with a side under 28 pixels is scaled up about its 
 keep it inside the image, where DeepEyes lets PIL pad). `label` is accepted and ignored.
 """
 
-from tools.registry import Param, ToolArgumentError, bind_args
-from tools.toolset import ORIGINAL, Invocation, Tool, ToolSet, op_step
+from tools.registry import Param, ToolArgumentError
+from tools.toolset import ORIGINAL, ToolSet, flat_tool, op_step
 
 NAME = "image_zoom_in_tool"
 PARAMS = (
@@ -34,14 +34,16 @@ MIN_SIDE = 28
 MAX_ASPECT = 100
 
 
-def translate(arguments: dict) -> Invocation:
-    args = bind_args(NAME, PARAMS, arguments)
+def _zoom(args: dict) -> list:
     x1, y1, x2, y2 = args["bbox_2d"]
     w, h = abs(x2 - x1), abs(y2 - y1)
     if min(w, h) > 0 and max(w, h) / min(w, h) > MAX_ASPECT:
         raise ToolArgumentError(NAME, "bbox_2d", f"aspect ratio {max(w, h) / min(w, h):.0f} is over {MAX_ASPECT}; give a less elongated box")
-    step = op_step("crop", box=list(args["bbox_2d"]), units="pixels", bounds="clamp", min_side=MIN_SIDE)
-    return Invocation(NAME, (step,), ORIGINAL)
+    return [op_step("crop", box=list(args["bbox_2d"]), units="pixels", bounds="clamp", min_side=MIN_SIDE)]
 
 
-TOOLSET = ToolSet("deepeyes", "DeepEyes' zoom-in tool (pixel boxes on the original image).", (Tool(NAME, SCHEMA, translate),))
+TOOLSET = ToolSet(
+    "deepeyes",
+    "DeepEyes' zoom-in tool (pixel boxes on the original image).",
+    (flat_tool(NAME, SCHEMA["function"]["description"], PARAMS, _zoom, image=lambda a: ORIGINAL, schema=SCHEMA),),
+)
