@@ -355,14 +355,6 @@ def pil_filter_torch(batch: torch.Tensor, kind: str) -> torch.Tensor:
     return torch.where(inner, out, batch)
 
 
-def filter_cv(image, kind):
-    return pil_filter_cv(image, kind)
-
-
-def filter_torch(batch, kind):
-    return pil_filter_torch(batch, kind)
-
-
 register(Op(
     "filter",
     "Apply one of PIL's named ImageFilter kernels with PIL's semantics: 'blur' (5x5 ring mean), 'contour', "
@@ -371,7 +363,7 @@ register(Op(
     "rounded half up and clipped to 0-255. As in PIL, the outer 1-pixel frame (2 pixels for the 5x5 "
     "kernels) is copied unchanged from the input.",
     (Param("kind", "str", "Which PIL kernel.", "sharpen", choices=tuple(PIL_KERNELS)),),
-    filter_cv, filter_torch, category=CATEGORY,
+    pil_filter_cv, pil_filter_torch, category=CATEGORY,
     examples=tuple({"kind": k} for k in PIL_KERNELS),
 ))
 
@@ -692,16 +684,10 @@ def _canny_gradients(src: torch.Tensor, aperture: int):
     return dx.clamp_(-32768, 32767), dy.clamp_(-32768, 32767)
 
 
-def canny_edges_torch(src: torch.Tensor, lows, highs, aperture: int = 3, l2gradient: bool = False,
-                      check_every: int = 2) -> torch.Tensor:
-    """cv2.Canny on a (N, C, H, W) uint8 batch, C in {1, 3}; per-image thresholds. Returns (N, H, W) bool."""
+def canny_edges_torch(src: torch.Tensor, lows, highs, aperture: int = 3, l2gradient: bool = False) -> torch.Tensor:
+    """cv2.Canny on a (N, C, H, W) uint8 batch, C in {1, 3}; per-image thresholds. Returns (N, H, W) bool:
+    Sobel derivatives, magnitude, channel pick, non-maximum suppression and hysteresis."""
     dx, dy = _canny_gradients(src, aperture)
-    return canny_from_gradients(dx, dy, lows, highs, l2gradient, check_every, aperture)
-
-
-def canny_from_gradients(dx, dy, lows, highs, l2gradient=False, check_every=2, aperture=3):
-    """Canny's magnitude, channel pick, non-maximum suppression and hysteresis on int32 (N, C, H, W) Sobel
-    derivatives (values in the int16 range). Returns (N, H, W) bool."""
     n, c, h, w = dx.shape
     dev = dx.device
     mag = dx * dx + dy * dy if l2gradient else dx.abs() + dy.abs()
@@ -730,10 +716,13 @@ def canny_from_gradients(dx, dy, lows, highs, l2gradient=False, check_every=2, a
     keep = torch.where(horizontal, keep_h, torch.where(vertical, keep_v, keep_d))
     candidate = keep & (m > low_t)
     strong = candidate & (m > high_t)
-    return _hysteresis(candidate, strong, check_every)
+    return _hysteresis(candidate, strong)
 
 
-def _hysteresis(candidate: torch.Tensor, strong: torch.Tensor, check_every: int = 2) -> torch.Tensor:
+_CHECK_EVERY = 2
+
+
+def _hysteresis(candidate: torch.Tensor, strong: torch.Tensor) -> torch.Tensor:
     """Keep candidate pixels 8-connected (through candidates) to a strong pixel (OpenCV's hysteresis).
 
     Connected components over the candidate pixels only, in compact form: candidates are numbered strong
@@ -741,7 +730,7 @@ def _hysteresis(candidate: torch.Tensor, strong: torch.Tensor, check_every: int 
     minimum label over the 8 neighbours, hooks it onto the candidate the current label names (scatter min,
     so separate local minima of one component merge quickly), then jumps pointers (label <- label of
     label). Labels only decrease; a component holds a strong pixel iff its converged label < #strong.
-    Converges in a handful of rounds; convergence is checked every `check_every` rounds.
+    Converges in a handful of rounds; convergence is checked every _CHECK_EVERY rounds (each check is a device sync).
     """
     n, h, w = candidate.shape
     dev = candidate.device
@@ -770,7 +759,7 @@ def _hysteresis(candidate: torch.Tensor, strong: torch.Tensor, check_every: int 
     labels = order.clone()
     while True:
         before = labels
-        for _ in range(check_every):
+        for _ in range(_CHECK_EVERY):
             low = torch.minimum(labels[neighbours].amin(dim=1), labels)
             labels = labels.scatter_reduce(0, labels, low, "amin")
             labels = torch.minimum(labels, low)
