@@ -2,7 +2,7 @@
 
 Device policy (`Executor(device=...)`):
 - "auto" (default): the batched torch/kornia path on CUDA when a GPU is present; otherwise the OpenCV
-  path, because on a CPU OpenCV is 4-14x faster than kornia (docs/benchmarks.md).
+  path, because on a CPU OpenCV is 7-100x faster than the batched torch versions (docs/benchmarks.md).
 - "opencv": always the OpenCV reference, one image at a time.
 - "cpu", "cuda", "cuda:1": the batched torch path on that device ("cpu" is for testing that path).
 On a torch path, ops without a torch version (`cpu_only`) run through OpenCV on the host.

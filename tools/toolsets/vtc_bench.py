@@ -7,7 +7,8 @@ an expanded black canvas and the angle truncated to an integer; colors (`color`,
 image; out-of-range thresholds, kernel sizes and windows are clamped, evened up or reset the way the
 runtime does; `param` given as a JSON string is parsed (unparseable: empty), unknown keys are ignored.
 Known deviations: rotate keeps our exact canvas (ceil of the rotated extent, pixel-center pivot) where the
-reference truncates; per-channel ("bgr") Canny, threshold, denoise and histogram process all channels;
+reference truncates; `color_mode: "bgr"` Canny runs on gray and per-channel threshold / denoise process all
+three channels (their `channels` lists are ignored; histogram honours them);
 `colorspace_gray` and gray results are one-channel; hsv/lab results are shown as the reference's file
 shows them (channels reversed, as its BGR-to-RGB save does).
 """
