@@ -583,10 +583,8 @@ register(Op(
 # == flood fill ===================================================================================================
 def _flood_check(args, height, width):
     for name, value, limit in (("x", args["x"], width), ("y", args["y"], height)):
-        values = value if isinstance(value, list) else [value]
-        for v in values:
-            if v >= limit:
-                raise ToolArgumentError("flood_fill", name, f"{v} is outside the {width}x{height} image (allowed 0-{limit - 1})")
+        if value >= limit:
+            raise ToolArgumentError("flood_fill", name, f"{value} is outside the {width}x{height} image (allowed 0-{limit - 1})")
 
 
 def flood_fill_cv(image, x, y, lo_diff, up_diff, color, connectivity, fixed_range):
@@ -697,12 +695,10 @@ def _hw(image) -> tuple:
 
 
 def _template_check(args, height, width):
-    templates = args["template"] if isinstance(args["template"], list) else [args["template"]]
-    for t in templates:
-        th, tw = _hw(t)
-        if th > height or tw > width:
-            raise ToolArgumentError("template_match", "template",
-                                    f"is {tw}x{th} pixels, larger than the {width}x{height} image; crop a smaller template")
+    th, tw = _hw(args["template"])
+    if th > height or tw > width:
+        raise ToolArgumentError("template_match", "template",
+                                f"is {tw}x{th} pixels, larger than the {width}x{height} image; crop a smaller template")
 
 
 def _box_outline(canvas: np.ndarray, x1, y1, x2, y2, color, thickness):

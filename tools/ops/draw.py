@@ -218,7 +218,7 @@ def _torch_op(paint, colors, vectorized=()):
         palette = colors(calls[0])  # colors never depend on vectorized arguments
         plans, index, seen = [], [], {}
         for call in calls:
-            key = tuple(_freeze(call[k]) for k in vectorized)
+            key = tuple(call[k] for k in vectorized)  # validated lists are already tuples
             if key not in seen:
                 seen[key] = len(plans)
                 painter = PlanPainter(height, width, palette)
@@ -228,10 +228,6 @@ def _torch_op(paint, colors, vectorized=()):
         return apply_plans(batch, plans, index, palette)
 
     return run
-
-
-def _freeze(value):
-    return tuple(value) if isinstance(value, list) else value
 
 
 def apply_plans(batch: torch.Tensor, plans: list, index: list, palette: dict) -> torch.Tensor:
