@@ -314,7 +314,8 @@ def test_plane_helpers_chunking(monkeypatch):
 def test_convert_scale_abs_matches_opencv_on_every_value():
     img = np.tile(np.arange(256, dtype=np.uint8), (37, 3)).reshape(37, 256, 3)  # wide rows: SIMD path
     rng = np.random.default_rng(3)
-    for alpha, beta in [(1.0, 0.0), (0.5, 0.0), (1.5, 0.25), (-1.0, 30.5), (0.37, 0.5)] + [
+    # (1.1, 1.1): x * alpha + beta lands on .5 only with a fused multiply-add (134 -> 148, not 149).
+    for alpha, beta in [(1.0, 0.0), (0.5, 0.0), (1.5, 0.25), (-1.0, 30.5), (0.37, 0.5), (1.1, 1.1), (0.7, 0.5)] + [
             (float(a), float(b)) for a, b in zip(rng.uniform(-5, 5, 40), rng.uniform(-300, 300, 40))]:
         ref, got = both("convert_scale_abs", img, alpha=alpha, beta=beta)
         np.testing.assert_array_equal(ref, cv2.convertScaleAbs(img, alpha=alpha, beta=beta))

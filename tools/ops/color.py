@@ -791,7 +791,10 @@ def convert_scale_abs_cv(image, alpha, beta):
 
 
 def convert_scale_abs_torch(batch, alpha, beta):
-    out = batch.float() * torch.tensor(alpha, dtype=torch.float32) + torch.tensor(beta, dtype=torch.float32)
+    # OpenCV computes x * alpha + beta as a float32 fused multiply-add: one rounding of the exact value.
+    # In float64 the product of a uint8 and a float32 is exact, so a single cast to float32 matches it.
+    alpha, beta = float(np.float32(alpha)), float(np.float32(beta))
+    out = (batch.double() * alpha + beta).float()
     return out.abs_().round_().clamp_(0, 255).to(torch.uint8)
 
 

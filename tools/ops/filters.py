@@ -15,6 +15,7 @@ device or on torch's TF32 settings.
 from __future__ import annotations
 
 import math
+import sys
 
 import cv2
 import numpy as np
@@ -135,7 +136,7 @@ def gaussian_kernel_q8(n: int, sigma: float) -> list[int]:
     if sigma <= 0 and n in _GAUSS_TABLE:
         return list(_GAUSS_TABLE[n])
     s = sigma if sigma > 0 else n * 0.15 + 0.35
-    scale = -0.125 / (s * s)
+    scale = -0.125 / (s * s) if s * s > 0 else -math.inf  # a sigma too small to square: a delta kernel
     half = (n - 1) // 2
     values = [math.exp((x * x) * scale) for x in range(1 - n, 0, 2)][:half]
     total = 0.0
@@ -154,7 +155,8 @@ def gaussian_kernel_q8(n: int, sigma: float) -> list[int]:
 
 
 def _gaussian_sizes(ksize, sigma, sigma_y, h, w):
-    sy = sigma if not sigma_y else sigma_y
+    # OpenCV: sigmaY 0 means sigmaX, and sigmas closer than DBL_EPSILON share the x kernel.
+    sy = sigma if sigma_y <= 0 or abs(sigma_y - sigma) < sys.float_info.epsilon else sigma_y
     kx = ksize if ksize > 0 else gaussian_ksize(sigma)
     ky = ksize if ksize > 0 else gaussian_ksize(sy)
     # OpenCV drops the kernel along an axis of length 1.
