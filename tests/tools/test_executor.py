@@ -15,6 +15,8 @@ from tools.executor import resolve_device
 from tools.images import demo_image, to_array
 from tools.registry import Op, Param, ToolError, register
 
+from tests.tools.helpers import registered
+
 TORCH_OPS = sorted(name for name, op in REGISTRY.items() if not op.cpu_only)
 
 
@@ -212,13 +214,8 @@ def fake_ops():
            vectorized=("other",)),
         Op("_test_max_cpu", "Pixelwise max with another image (OpenCV only).", (Param("other", "image", "the other image"),), _max_cv),
     ]
-    for op in ops:
-        register(op)
-    try:
+    with registered(*ops):
         yield
-    finally:
-        for op in ops:
-            REGISTRY.pop(op.name, None)
 
 
 @pytest.mark.parametrize("device", ["opencv", "cpu"])

@@ -11,9 +11,11 @@ import pytest
 
 from tools import REGISTRY, Executor
 from tools.images import demo_image
-from tools.registry import Op, Param, ToolArgumentError, ToolError, UnknownToolError, register
+from tools.registry import Op, Param, ToolArgumentError, ToolError, UnknownToolError
 from tools.toolset import LATEST, ORIGINAL, Invocation, Step, execute
 from tools.toolsets import TOOLSETS, get_toolset
+
+from tests.tools.helpers import registered
 
 DEFAULT = TOOLSETS["default"]
 DEEPEYES = TOOLSETS["deepeyes"]
@@ -261,13 +263,8 @@ def _maximum(image, other):
 def helper_ops():
     ops = [Op("_test_ts_stats", "Mean of the image.", (), _stats),
            Op("_test_ts_max", "Pixelwise max.", (Param("other", "image", "the other image"),), _maximum)]
-    for op in ops:
-        register(op)
-    try:
+    with registered(*ops):
         yield
-    finally:
-        for op in ops:
-            REGISTRY.pop(op.name, None)
 
 
 CROP_FLIP = Invocation("crop_flip", (Step("crop", {"box": [4, 5, 30, 25]}), Step("flip", {"direction": "horizontal"})))
