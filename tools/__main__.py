@@ -14,9 +14,11 @@ BEGIN, END = "<!-- tool-table:begin -->", "<!-- tool-table:end -->"
 def _params(schema: dict) -> str:
     params = schema["function"]["parameters"]
     props = params["properties"]
-    if set(props) == {"image", "param"} and props["param"].get("type") == "object":  # VTC-Bench's nested shape
-        props = {f"param.{k}": v for k, v in props["param"].get("properties", {}).items()} | {"image": props["image"]}
     required = set(params.get("required", []))
+    if set(props) == {"image", "param"} and props["param"].get("type") == "object":  # VTC-Bench's nested shape
+        inner = props["param"]
+        required |= {f"param.{k}" for k in inner.get("required", [])}
+        props = {f"param.{k}": v for k, v in inner.get("properties", {}).items()} | {"image": props["image"]}
     return ", ".join(name + ("" if name in required else "?") for name in props)
 
 
