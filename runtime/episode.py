@@ -1,0 +1,234 @@
+"""One task as an explicit state machine: PENDING -> GENERATING -> RUNNING_TOOLS -> ... -> DONE.
+
+    episode = Episode.start(protocol, "How many cats?", [image], tools=toolbox.schemas())
+    while not episode.done:
+        prompt = episode.prompt()                  # GENERATING: what the model sees
+        episode.submit(model(prompt))              # parse -> RUNNING_TOOLS, or DONE with a stop reason
+        if episode.state is State.RUNNING_TOOLS:
+            toolbox.run([episode])                 # results go back in the protocol's form -> GENERATING
+
+The episode never calls a model or a tool itself, so a driver can batch the generation of many episodes
+into one engine call and their image tools into one executor call (`run_episodes`). Budgets (turns,
+tool calls, images, context tokens) end it with a recorded stop reason; a malformed completion, an
+unknown tool or a failing call becomes an error observation and the episode goes on.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from runtime.protocols import Call, Observation, Prompt, Protocol, final_text
+from runtime.trajectory import Trajectory, image, text, tool_call
+from tools.images import to_array
+
+
+class State(str, Enum):
+    PENDING = "pending"
+    GENERATING = "generating"
+    RUNNING_TOOLS = "running_tools"
+    DONE = "done"
+
+
+class Stop(str, Enum):
+    ANSWER = "answer"  # the model gave <answer>...</answer>
+    FINAL_MESSAGE = "final_message"  # a reply without tool calls
+    MAX_TURNS = "max_turns"
+    MAX_TOOL_CALLS = "max_tool_calls"
+    MAX_IMAGES = "max_images"
+    MAX_CONTEXT_TOKENS = "max_context_tokens"
+    TRUNCATED = "truncated"  # the generation hit its token limit mid-reply
+    ERROR = "error"  # the backend failed; the message is in meta["error"]
+
+
+@dataclass(frozen=True)
+class Budgets:
+    max_turns: int = 10  # model replies (DeepEyes evaluates with about 10)
+    max_tool_calls: int = 20  # VisualToolBench's cap
+    max_images: int = 32  # workspace images, inputs included
+    max_context_tokens: int | None = None  # prompt + reply tokens, as the backend reports them
+
+    def __post_init__(self):
+        for name in ("max_turns", "max_tool_calls", "max_images"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"budget {name} must be at least 1, got {getattr(self, name)}")
+
+
+class EpisodeError(RuntimeError):
+    pass
+
+
+@dataclass
+class PendingCall:
+    id: str
+    call: Call
+
+
+@dataclass
+class Episode:
+    protocol: Protocol
+    trajectory: Trajectory
+    budgets: Budgets = field(default_factory=Budgets)
+    answer_with_calls: str = "answer"  # a reply with both: "answer" ends the episode, "calls" runs them
+    state: State = State.PENDING
+    stop_reason: Stop | None = None
+    answer: str | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    context_tokens: int = 0
+    pending: list[PendingCall] = field(default_factory=list)
+    inputs: int = 0  # how many workspace images are the task's own (the rest came from tools)
+    resources: dict = field(default_factory=dict)  # per-episode tool state (sandbox session, ...), see close()
+    _scratch: Path | None = None
+
+    @classmethod
+    def start(cls, protocol: Protocol, question: str, images: Sequence = (), system: str | None = None,
+              tools: Sequence[dict] = (), budgets: Budgets | None = None, meta: dict | None = None,
+              answer_with_calls: str = "answer") -> "Episode":
+        """A new episode: the images (index 0 = the original) and the question in one user turn."""
+        if answer_with_calls not in ("answer", "calls"):
+            raise ValueError(f"answer_with_calls must be 'answer' or 'calls', got {answer_with_calls!r}")
+        trajectory = Trajectory(tools=list(tools), meta={"protocol": protocol.name, **(meta or {})})
+        indices = [trajectory.add_image(to_array(picture)) for picture in images]
+        if system:
+            trajectory.add("system", system)
+        trajectory.add("user", *[image(i) for i in indices], question)
+        episode = cls(protocol, trajectory, budgets or Budgets(), answer_with_calls)
+        episode.inputs = len(indices)
+        return episode
+
+    @property
+    def done(self) -> bool:
+        return self.state is State.DONE
+
+    @property
+    def workspace(self) -> list[np.ndarray]:
+        return self.trajectory.images
+
+    @property
+    def scratch(self) -> Path:
+        """A private directory for this episode's files, removed by close()."""
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="tirlab-episode-"))
+        return self._scratch
+
+    def prompt(self) -> Prompt:
+        self._expect(State.PENDING, State.GENERATING)
+        self.state = State.GENERATING
+        return self.protocol.render(self.trajectory)
+
+    def submit(self, completion: str | dict, prompt_tokens: int | None = None, completion_tokens: int | None = None,
+               truncated: bool = False) -> list[PendingCall]:
+        """Record the model's reply; returns the calls to run (the episode is then RUNNING_TOOLS) or []."""
+        self._expect(State.GENERATING)
+        self.turns += 1
+        parsed = self.protocol.parse(completion)
+        ids = [call.id or f"call_{self.tool_calls + k}" for k, call in enumerate(parsed.calls)]
+        recorded = [tool_call(i, c.name, c.arguments_json()) for i, c in zip(ids, parsed.calls) if c.parsed]
+        self.trajectory.add("assistant", parsed.content, **({"tool_calls": recorded} if recorded else {}))
+        if prompt_tokens is not None:
+            self.context_tokens = prompt_tokens + (completion_tokens or 0)
+        if truncated:
+            return self._finish(Stop.TRUNCATED)
+        if parsed.answer is not None and (not parsed.calls or self.answer_with_calls == "answer"):
+            self.answer = parsed.answer
+            return self._finish(Stop.ANSWER)
+        if not parsed.calls:
+            self.answer = final_text(self.trajectory)
+            return self._finish(Stop.FINAL_MESSAGE)
+        if self.tool_calls + len(parsed.calls) > self.budgets.max_tool_calls:
+            return self._finish(Stop.MAX_TOOL_CALLS)
+        self.tool_calls += len(parsed.calls)
+        self.pending = [PendingCall(i, c) for i, c in zip(ids, parsed.calls)]
+        self.state = State.RUNNING_TOOLS
+        return list(self.pending)
+
+    def observe(self, results: dict[str, Observation]) -> None:
+        """Tool results by call id, appended in call order; then the next turn, or DONE on a budget."""
+        self._expect(State.RUNNING_TOOLS)
+        missing = [p.id for p in self.pending if p.id not in results]
+        if missing:
+            raise EpisodeError(f"no result for call(s) {missing}; every pending call needs an observation")
+        for pending in self.pending:
+            observation = results[pending.id]
+            tool_call_id = pending.id if pending.call.parsed else None
+            self.trajectory.add("tool", *self.protocol.observation_parts(observation), tool_call_id=tool_call_id,
+                                name=pending.call.name)
+        self.pending = []
+        if len(self.trajectory.images) > self.budgets.max_images:
+            self._finish(Stop.MAX_IMAGES)
+        elif self.turns >= self.budgets.max_turns:
+            self._finish(Stop.MAX_TURNS)
+        elif self.budgets.max_context_tokens is not None and self.context_tokens >= self.budgets.max_context_tokens:
+            self._finish(Stop.MAX_CONTEXT_TOKENS)
+        else:
+            self.state = State.GENERATING
+
+    def add_image(self, picture) -> int:
+        return self.trajectory.add_image(to_array(picture))
+
+    def fail(self, message: str) -> None:
+        """End the episode because its backend failed (the run goes on with the other episodes)."""
+        self.trajectory.meta["error"] = message
+        self._finish(Stop.ERROR)
+
+    def close(self) -> None:
+        for resource in self.resources.values():
+            resource.close()
+        self.resources.clear()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def _finish(self, reason: Stop) -> list:
+        self.state = State.DONE
+        self.stop_reason = reason
+        self.trajectory.meta.update(stop_reason=reason.value, answer=self.answer, turns=self.turns,
+                                    tool_calls=self.tool_calls)
+        return []
+
+    def _expect(self, *states: State) -> None:
+        if self.state not in states:
+            raise EpisodeError(f"episode is {self.state.value}; this step needs {' or '.join(s.value for s in states)}")
+
+
+Generate = Callable[[list[Prompt]], list]
+
+
+def run_episodes(episodes: Sequence[Episode], generate: Generate, toolbox) -> None:
+    """Drive episodes to DONE: each round generates for every episode that waits for the model in one
+    `generate` call, then runs every pending tool call in one `toolbox.run`. `generate` returns, per
+    prompt, a completion (str or reply dict) or a dict {"completion": ..., "prompt_tokens": ...,
+    "completion_tokens": ..., "truncated": ...}; an exception it raises fails those episodes, not the run."""
+    try:
+        while True:
+            waiting = [e for e in episodes if e.state in (State.PENDING, State.GENERATING)]
+            if not waiting:
+                break
+            prompts = [e.prompt() for e in waiting]
+            try:
+                outputs = generate(prompts)
+            except Exception as err:  # noqa: BLE001 - a backend failure ends these episodes with its message
+                for episode in waiting:
+                    episode.fail(f"{type(err).__name__}: {err}")
+                continue
+            if len(outputs) != len(prompts):
+                raise EpisodeError(f"generate returned {len(outputs)} completions for {len(prompts)} prompts")
+            for episode, output in zip(waiting, outputs):
+                if isinstance(output, dict) and "completion" in output:
+                    episode.submit(output["completion"], output.get("prompt_tokens"), output.get("completion_tokens"),
+                                   bool(output.get("truncated")))
+                else:
+                    episode.submit(output)
+            running = [e for e in episodes if e.state is State.RUNNING_TOOLS]
+            if running:
+                toolbox.run(running)
+    finally:
+        for episode in episodes:
+            episode.close()

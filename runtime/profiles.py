@@ -1,0 +1,116 @@
+"""Per-model settings: which protocol a model speaks, how it gives boxes, what it stops on, and the
+prompts and tools it was trained with. A profile is data; `ToolBox` and `Episode` take its parts.
+
+| profile | protocol | boxes |
+|---|---|---|
+| qwen2_5_vl | hermes, tools in the system prompt (its multimodal template has none) | pixels, min side 28 |
+| qwen3_vl | hermes, tools through the native template | 0-1000, min side 32 |
+| deepeyes | hermes, DeepEyes' own system prompt and turn reminder, first call of a turn only | pixels, min side 28 |
+| thyme | `<code>`, output inside the assistant turn, stops on `</code>` | - |
+| pyvision | `<code>`, output as an `<interpreter>` user turn | - |
+| agentic_mme_gen | `<code>`, Agentic-MME's Gen mode; calls win over an answer in the same turn | - |
+| openai | OpenAI function calling; tool images in a user message | tool set's own |
+| visualtoolbench | OpenAI function calling with `python_image_processing` | - |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runtime.episode import Budgets
+from runtime.protocols import CodeProtocol, HermesProtocol, OpenAIProtocol, Protocol
+from runtime.toolbox import BoxConvention
+
+QWEN_STOP = ("<|im_end|>",)
+
+# Visual-Agent/DeepEyes, verl/workers/agent/envs/mm_process_engine/prompt.py (SYSTEM_PROMPT_V2, USER_PROMPT_V2)
+DEEPEYES_SYSTEM = (
+    "You are a helpful assistant.\n\n# Tools\nYou may call one or more functions to assist with the user query.\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+    '{"type":"function","function":{"name":"image_zoom_in_tool","description":"Zoom in on a specific region of an '
+    'image by cropping it based on a bounding box (bbox) and an optional object label.","parameters":{"type":"object",'
+    '"properties":{"bbox_2d":{"type":"array","items":{"type":"number"},"minItems":4,"maxItems":4,"description":"The '
+    "bounding box of the region to zoom in, as [x1, y1, x2, y2], where (x1, y1) is the top-left corner and (x2, y2) "
+    'is the bottom-right corner."},"label":{"type":"string","description":"The name or label of the object in the '
+    'specified bounding box (optional)."}},"required":["bbox"]}}}\n</tools>\n\n# How to call a tool\n'
+    "Return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n\n**Example**:  \n<tool_call>  \n'
+    '{"name": "image_zoom_in_tool", "arguments": {"bbox_2d": [10, 20, 100, 200], "label": "the apple on the desk"}}  \n'
+    "</tool_call>"
+)
+DEEPEYES_TURN = ("\nThink first, call **image_zoom_in_tool** if needed, then answer. Format strictly as:  "
+                 "<think>...</think>  <tool_call>...</tool_call> (if tools needed)  <answer>...</answer> ")
+
+CODE_SYSTEM = (
+    "Solve the question about the image. You can write Python code in <code>```python ... ```</code> to process "
+    "the image (PIL, NumPy and OpenCV are available); the code runs and you see what it prints and the images it "
+    "saves to the folder in the PROCESSED_IMAGE_SAVE_PATH environment variable. Give the final answer in "
+    "<answer>...</answer>."
+)
+
+# Agentic-MME's released Gen-mode system prompt (paper appendix), without the search tools it offers
+# through function calls; the web is not reachable from the sandbox.
+AMME_GEN_SYSTEM = (
+    "You are a multimodal reasoning agent that solves visual questions step by step.\n\n"
+    "You have access to:\n1. **Code execution**: Write Python code in <code> blocks for image manipulation and analysis\n\n"
+    "## Image Management\n- Images are tracked by index: Image 0 is the original input, Images 1, 2, ... are processed results\n"
+    "- Image N corresponds to transformed_image_N.png (e.g., Image 1 = transformed_image_1.png)\n"
+    "- After your code runs, new images will be shown with their index (e.g., \"[Image 1: transformed_image_1.png]\")\n\n"
+    "## Response Format\n\nUse these XML blocks as needed (all are OPTIONAL):\n<think>\nYour reasoning process.\n</think>\n\n"
+    "<code>\nPython code for image processing.\n\nAvailable paths (via environment variables):\n"
+    "- os.environ['ORIGINAL_IMAGE_PATH']: Path to the original input image (Image 0)\n"
+    "- os.environ['PROCESSED_IMAGE_SAVE_PATH']: Directory to save processed images\n\n"
+    "Naming convention for saved images:\n- Save as: transformed_image_1.png, transformed_image_2.png, etc. (starting from 1)\n"
+    "- Full path: os.path.join(os.environ['PROCESSED_IMAGE_SAVE_PATH'], 'transformed_image_1.png')\n"
+    "- Image N corresponds to transformed_image_N.png\n\nLibraries available: PIL, cv2, numpy\n"
+    "Use print() to output values. Do NOT use display() or plt.show().\n</code>\n\n"
+    "<answer>\nYour final answer. Only include when you have enough information.\n</answer>\n\n"
+    "## Critical Rules\n\n1. **Do NOT combine action and answer in the same turn**\n"
+    "2. **Image feedback**: After your code runs, you will automatically receive the stdout/stderr output and the new images"
+)
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    name: str
+    protocol: Protocol
+    boxes: BoxConvention = BoxConvention()
+    system_prompt: str | None = None
+    question_suffix: str = ""  # appended to the task's question (a format reminder some models were trained with)
+    toolset: str | None = None  # the image tool set the model was trained with, if any
+    code_tool: str | None = None  # the code-tool interface (runtime.code_tools), if the model writes code
+    budgets: Budgets = field(default_factory=Budgets)
+    answer_with_calls: str = "answer"  # a reply with both an answer and calls: "answer" ends it, "calls" runs them
+
+
+PROFILES: dict[str, ModelProfile] = {p.name: p for p in (
+    ModelProfile("qwen2_5_vl", HermesProtocol(tools_in="system", stop=QWEN_STOP),
+                 BoxConvention("pixels", "clamp", 28)),
+    ModelProfile("qwen3_vl", HermesProtocol(tools_in="template", stop=QWEN_STOP),
+                 BoxConvention("norm1000", "clamp", 32)),
+    ModelProfile("deepeyes", HermesProtocol(name="hermes-deepeyes", tools_in="system", stop=QWEN_STOP,
+                                            max_calls_per_turn=1, response_prefix="<tool_response>",
+                                            response_suffix="</tool_response>", observation_suffix=DEEPEYES_TURN,
+                                            tools_prompt=DEEPEYES_SYSTEM),
+                 BoxConvention("pixels", "clamp", 28), question_suffix=DEEPEYES_TURN, toolset="deepeyes",
+                 budgets=Budgets(max_turns=11)),
+    ModelProfile("thyme", CodeProtocol(name="thyme", style="thyme", first_block_only=True,
+                                       stop=("</code>", "</answer>", "<|im_end|>")),
+                 system_prompt=CODE_SYSTEM, code_tool="thyme", budgets=Budgets(max_turns=5)),
+    ModelProfile("pyvision", CodeProtocol(name="pyvision", style="pyvision", first_block_only=True,
+                                          stop=("</code>", "<|im_end|>")),
+                 system_prompt=CODE_SYSTEM, code_tool="pyvision"),
+    ModelProfile("agentic_mme_gen", CodeProtocol(name="agentic_mme_gen", style="plain"),
+                 system_prompt=AMME_GEN_SYSTEM, code_tool="agentic_mme_gen",
+                 budgets=Budgets(max_turns=15, max_tool_calls=15), answer_with_calls="calls"),
+    ModelProfile("openai", OpenAIProtocol(tool_images="user")),
+    ModelProfile("visualtoolbench", OpenAIProtocol(name="openai-visualtoolbench", tool_images="user"),
+                 code_tool="python_image_processing", budgets=Budgets(max_tool_calls=20)),
+)}
+
+
+def get_profile(name: str) -> ModelProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown model profile {name!r}; available: {', '.join(PROFILES)}") from None

@@ -1,0 +1,153 @@
+"""Hermes tool calls: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>` in the assistant
+text, results in a user turn as `<tool_response>...</tool_response>` (Qwen2.5-VL, Qwen3-VL, DeepEyes).
+
+`tools_in="template"` hands the canonical messages and `tools=` to the chat template (Qwen3-VL's renders
+tools, tool calls and tool messages with images). `tools_in="system"` renders all of it into plain
+system/user/assistant text, for templates without tool support (Qwen2.5-VL's multimodal template,
+DeepEyes) and for trainers that cannot take tool messages; with the Qwen wrapper strings the two are
+byte-identical (tests/runtime/test_templates.py checks it against the real templates).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, wire_parts
+from runtime.trajectory import Trajectory, message_text
+
+TOOLS_HEADER = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+TOOLS_FOOTER = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n'
+    "</tool_call>"
+)
+BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
+
+
+def tools_section(tools: list[dict]) -> str:
+    """The tool list exactly as Qwen's templates write it (`tojson` = json.dumps without ASCII escaping)."""
+    return TOOLS_HEADER + "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools) + TOOLS_FOOTER
+
+
+def call_block(name: str, arguments: str) -> str:
+    return f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
+
+
+@dataclass(frozen=True)
+class HermesProtocol(Protocol):
+    name: str = "hermes"
+    tools_in: str = "system"  # "system": rendered as text here; "template": `tools=` for the chat template
+    response_prefix: str = "<tool_response>\n"
+    response_suffix: str = "\n</tool_response>"
+    observation_suffix: str = ""  # text after the tool responses in the same user turn (DeepEyes' reminder)
+    tools_prompt: str | None = None  # verbatim text in place of the generated tool list (DeepEyes' system prompt)
+
+    def __post_init__(self):
+        if self.tools_in not in ("system", "template"):
+            raise ValueError(f"tools_in must be 'system' or 'template', got {self.tools_in!r}")
+        if self.tools_in == "template" and (self.response_prefix, self.response_suffix, self.observation_suffix,
+                                            self.tools_prompt) != ("<tool_response>\n", "\n</tool_response>", "", None):
+            raise ValueError("custom tool-response wrappers need tools_in='system': the chat template writes its own")
+
+    def render(self, trajectory: Trajectory) -> Prompt:
+        images: list = []
+        if self.tools_in == "template":
+            messages = [_native(m, trajectory.images, images) for m in trajectory.messages]
+            return Prompt(messages, images, tools=list(trajectory.tools) or None, stop=self.stop)
+        messages: list[dict] = []
+        canonical = list(trajectory.messages)
+        if trajectory.tools or self.tools_prompt:
+            system = message_text(canonical.pop(0)) + "\n\n" if canonical and canonical[0]["role"] == "system" else ""
+            listed = self.tools_prompt if self.tools_prompt is not None else tools_section(trajectory.tools)
+            messages.append({"role": "system", "content": [{"type": "text", "text": system + listed}]})
+        for message in canonical:
+            if message["role"] == "tool":
+                parts = [{"type": "text", "text": self.response_prefix if not _continues_tools(messages) else
+                          "\n" + self.response_prefix}]
+                parts += wire_parts(message["content"], trajectory.images, images)
+                parts.append({"type": "text", "text": self.response_suffix})
+                if _continues_tools(messages):
+                    _strip_suffix(messages[-1], self.observation_suffix)
+                    messages[-1]["content"] = merge_text(messages[-1]["content"] + parts)
+                else:
+                    messages.append({"role": "user", "content": merge_text(parts), "_tools": True})
+                if self.observation_suffix:
+                    messages[-1]["content"] = merge_text(messages[-1]["content"] + [{"type": "text", "text": self.observation_suffix}])
+            elif message["role"] == "assistant":
+                content = message_text(message)
+                for k, call in enumerate(message.get("tool_calls", ())):
+                    if content or k:
+                        content += "\n"
+                    content += call_block(call["function"]["name"], call["function"]["arguments"])
+                messages.append({"role": "assistant", "content": [{"type": "text", "text": content}]})
+            else:
+                messages.append({"role": message["role"], "content": merge_text(wire_parts(message["content"], trajectory.images, images))})
+        for message in messages:
+            message.pop("_tools", None)
+        return Prompt(messages, images, stop=self.stop)
+
+    def parse(self, completion: str | dict) -> Parsed:
+        completion = completion if isinstance(completion, str) else (completion.get("content") or "")
+        calls: list[Call] = []
+        kept: list[str] = []
+        cursor = 0
+        for match in BLOCK.finditer(completion):
+            call = _read_call(match.group(1))
+            if not call.parsed:
+                calls.append(call)
+                continue
+            before = completion[cursor:match.start()]
+            kept.append(before[:-1] if before.endswith("\n") else before)  # the template writes this newline back
+            cursor = match.end()
+            calls.append(call)
+        tail = completion[cursor:]
+        kept.append(tail if tail.strip() or not any(c.parsed for c in calls) else "")
+        return Parsed("".join(kept), capped(calls, self.max_calls_per_turn), last_tag(completion, "answer"))
+
+
+def _read_call(body: str) -> Call:
+    body = body.strip()
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as err:
+        name = re.search(r'"name"\s*:\s*"([^"]*)"', body)
+        return Call(name.group(1) if name else "", None, f"the tool call is not valid JSON ({err.msg} at position "
+                    f"{err.pos}); write {{\"name\": <function-name>, \"arguments\": {{...}}}} inside <tool_call></tool_call>",
+                    parsed=False)
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        return Call("", None, 'the tool call must be a JSON object with a string "name" and an object "arguments"',
+                    parsed=False)
+    arguments = data.get("arguments", {})
+    if isinstance(arguments, str):  # some models double-encode the arguments
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            pass
+    if not isinstance(arguments, dict):
+        return Call(data["name"], None, f'"arguments" must be a JSON object, got {type(arguments).__name__}', parsed=False)
+    return Call(data["name"], arguments)
+
+
+def _native(message: dict, workspace: list, images: list) -> dict:
+    wired = {"role": message["role"], "content": wire_parts(message["content"], workspace, images)}
+    if "tool_calls" in message:
+        wired["tool_calls"] = [dict(call) for call in message["tool_calls"]]
+    if message["role"] == "tool":
+        wired["tool_call_id"] = message.get("tool_call_id")
+        wired["name"] = message.get("name")
+    return wired
+
+
+def _continues_tools(messages: list[dict]) -> bool:
+    return bool(messages) and messages[-1].get("_tools", False)
+
+
+def _strip_suffix(message: dict, suffix: str) -> None:
+    if suffix and message["content"] and message["content"][-1]["type"] == "text" and message["content"][-1]["text"].endswith(suffix):
+        last = message["content"][-1]["text"][: -len(suffix)]
+        message["content"] = message["content"][:-1] + ([{"type": "text", "text": last}] if last else [])

@@ -1,0 +1,85 @@
+"""OpenAI function calling: `tools=` in the request, structured `tool_calls` in the reply, results in
+`tool` messages. Servers differ on images inside tool messages: `tool_images="user"` sends a tool's
+images in a user message after the tool messages (VisualToolBench's harness does this, and many
+servers accept only text in tool messages); `"tool"` keeps them in the tool message."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, wire_parts
+from runtime.trajectory import Trajectory, message_text
+
+
+@dataclass(frozen=True)
+class OpenAIProtocol(Protocol):
+    name: str = "openai"
+    tool_images: str = "user"  # "user" | "tool"
+
+    def __post_init__(self):
+        if self.tool_images not in ("user", "tool"):
+            raise ValueError(f"tool_images must be 'user' or 'tool', got {self.tool_images!r}")
+
+    def parse(self, completion: str | dict) -> Parsed:
+        """`completion` is the reply message (`{"content": ..., "tool_calls": [...]}`) or its text."""
+        if isinstance(completion, str):
+            return Parsed(completion, (), last_tag(completion, "answer"))
+        content = completion.get("content") or ""
+        if not isinstance(content, str):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        raw_calls = completion.get("tool_calls") or []
+        calls = [_read_call(raw, k) for k, raw in enumerate(raw_calls if isinstance(raw_calls, list) else [raw_calls])]
+        return Parsed(content, capped(calls, self.max_calls_per_turn), last_tag(content, "answer"))
+
+    def render(self, trajectory: Trajectory) -> Prompt:
+        images: list = []
+        messages: list[dict] = []
+        pending: list[dict] = []  # images of the current run of tool messages, sent after it
+        for message in trajectory.messages:
+            if message["role"] != "tool" and pending:
+                messages.append({"role": "user", "content": merge_text(wire_parts(pending, trajectory.images, images))})
+                pending = []
+            if message["role"] == "tool":
+                wired = {"role": "tool", "tool_call_id": message.get("tool_call_id"), "name": message.get("name")}
+                if self.tool_images == "tool":
+                    wired["content"] = merge_text(wire_parts(message["content"], trajectory.images, images))
+                else:
+                    wired["content"] = message_text(message)
+                    shown = [p for p in message["content"] if p["type"] == "image"]
+                    if shown:
+                        pending += [{"type": "text", "text": f"Image(s) returned by {message.get('name')} "
+                                                             f"({message.get('tool_call_id')}):"}, *shown]
+                messages.append(wired)
+            else:
+                wired = {"role": message["role"], "content": merge_text(wire_parts(message["content"], trajectory.images, images))}
+                if message.get("tool_calls"):
+                    wired["tool_calls"] = [dict(call) for call in message["tool_calls"]]
+                messages.append(wired)
+        if pending:
+            messages.append({"role": "user", "content": merge_text(wire_parts(pending, trajectory.images, images))})
+        return Prompt(messages, images, tools=list(trajectory.tools) or None, stop=self.stop)
+
+
+def _read_call(raw, k: int) -> Call:
+    if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
+        return Call("", None, "the tool call is not an object with a 'function' member", id=_id(raw, k), parsed=False)
+    function = raw["function"]
+    name = function.get("name") if isinstance(function.get("name"), str) else ""
+    arguments = function.get("arguments", "{}")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as err:
+            return Call(name, None, f"the arguments are not valid JSON ({err.msg} at position {err.pos})", id=_id(raw, k),
+                        raw=arguments)
+    if not isinstance(arguments, dict):
+        return Call(name, None, f"the arguments must be a JSON object, got {type(arguments).__name__}", id=_id(raw, k))
+    if not name:
+        return Call("", None, "the tool call has no function name", id=_id(raw, k))
+    return Call(name, arguments, id=_id(raw, k))
+
+
+def _id(raw, k: int) -> str | None:
+    value = raw.get("id") if isinstance(raw, dict) else None
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,174 @@
+"""The episode state machine and the image-tool path of the toolbox, driven by scripted replies (the
+way data_gen replays reference trajectories)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from runtime.episode import Budgets, Episode, EpisodeError, State, Stop, run_episodes
+from runtime.profiles import get_profile
+from runtime.protocols import HermesProtocol, OpenAIProtocol
+from runtime.toolbox import BoxConvention, ToolBox
+from tools.executor import Executor, ToolCall
+from tools.images import demo_image
+
+HERMES = HermesProtocol()
+
+
+def call(name, **arguments):
+    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+
+
+def drive(toolbox, episodes, replies):
+    """Run episodes with a fixed list of replies each (by position)."""
+    queues = {id(e): list(r) for e, r in zip(episodes, replies)}
+    order = list(episodes)
+
+    def generate(prompts):
+        waiting = [e for e in order if e.state is State.GENERATING]
+        assert len(waiting) == len(prompts)
+        return [queues[id(e)].pop(0) for e in waiting]
+
+    run_episodes(episodes, generate, toolbox)
+
+
+def test_state_machine_and_stop_reasons():
+    toolbox = ToolBox("default")
+    episode = toolbox.start(HERMES, "q", [demo_image(64, 48)])
+    assert episode.state is State.PENDING
+    with pytest.raises(EpisodeError, match="needs generating"):
+        episode.submit("hi")
+    episode.prompt()
+    assert episode.state is State.GENERATING
+    pending = episode.submit(call("flip", direction="horizontal"))
+    assert episode.state is State.RUNNING_TOOLS and len(pending) == 1
+    with pytest.raises(EpisodeError, match="needs pending or generating"):
+        episode.prompt()
+    toolbox.run([episode])
+    assert episode.state is State.GENERATING and len(episode.workspace) == 2
+    np.testing.assert_array_equal(episode.workspace[1], episode.workspace[0][:, ::-1])
+    episode.submit("<think>done</think><answer> left </answer>")
+    assert episode.done and episode.stop_reason is Stop.ANSWER and episode.answer == "left"
+    assert episode.trajectory.meta["stop_reason"] == "answer" and episode.trajectory.meta["tool_calls"] == 1
+
+
+def test_reply_without_calls_is_the_final_message():
+    episode = Episode.start(HERMES, "q", [demo_image(16, 16)])
+    episode.prompt()
+    episode.submit("<think>hmm</think> It is a cat.")
+    assert episode.stop_reason is Stop.FINAL_MESSAGE and episode.answer == "It is a cat."
+
+
+@pytest.mark.parametrize("budgets, replies, reason", [
+    (Budgets(max_turns=2), [call("flip"), call("flip"), "<answer>x</answer>"], Stop.MAX_TURNS),
+    (Budgets(max_tool_calls=2), [call("flip"), call("flip") + call("flip")], Stop.MAX_TOOL_CALLS),
+    (Budgets(max_images=3), [call("flip") + call("flip") + call("flip")], Stop.MAX_IMAGES),
+])
+def test_budgets_end_the_episode(budgets, replies, reason):
+    toolbox = ToolBox("default")
+    episode = toolbox.start(HERMES, "q", [demo_image(16, 16)], budgets=budgets)
+    drive(toolbox, [episode], [replies])
+    assert episode.stop_reason is reason
+
+
+def test_context_budget_and_truncation():
+    toolbox = ToolBox("default")
+    episode = toolbox.start(HERMES, "q", [demo_image(16, 16)], budgets=Budgets(max_context_tokens=100))
+    drive(toolbox, [episode], [[{"completion": call("flip"), "prompt_tokens": 90, "completion_tokens": 20}]])
+    assert episode.stop_reason is Stop.MAX_CONTEXT_TOKENS
+    episode = toolbox.start(HERMES, "q", [demo_image(16, 16)])
+    drive(toolbox, [episode], [[{"completion": "<think>and then", "truncated": True}]])
+    assert episode.stop_reason is Stop.TRUNCATED
+
+
+def test_answer_with_calls_policy():
+    toolbox = ToolBox("default")
+    wins = toolbox.start(HERMES, "q", [demo_image(16, 16)])
+    runs = toolbox.start(HERMES, "q", [demo_image(16, 16)], answer_with_calls="calls")
+    both = call("flip") + "<answer>a</answer>"
+    drive(toolbox, [wins, runs], [[both], [both, "<answer>b</answer>"]])
+    assert (wins.answer, wins.tool_calls) == ("a", 0)
+    assert (runs.answer, runs.tool_calls) == ("b", 1)
+
+
+def test_errors_become_observations_and_the_episode_goes_on():
+    toolbox = ToolBox("default")
+    episode = toolbox.start(HERMES, "q", [demo_image(32, 32)])
+    reply = ("<tool_call>\n{not json}\n</tool_call>\n" + call("no_such_tool") + call("crop", box=[1, 2])
+             + call("flip", image_index=7) + call("crop", box=[0, 0, 500, 10], units="pixels"))
+    drive(toolbox, [episode], [[reply, "<answer>ok</answer>"]])
+    assert episode.stop_reason is Stop.ANSWER
+    tool_texts = [m["content"][-1]["text"] for m in episode.trajectory.messages if m["role"] == "tool"]
+    assert len(tool_texts) == 5 and all(t.startswith("Error: ") for t in tool_texts)
+    assert "not valid JSON" in tool_texts[0]
+    assert "no_such_tool" in tool_texts[1]
+    assert "box" in tool_texts[2]
+    assert "image index 7 does not exist" in tool_texts[3]
+    assert "outside" in tool_texts[4] or "leaves" in tool_texts[4] or "image" in tool_texts[4]
+    episode.trajectory.validate()
+
+
+def test_many_episodes_batch_their_image_tools_and_match_the_executor():
+    toolbox = ToolBox("default")
+    images = [demo_image(40 + 8 * i, 56, seed=i) for i in range(5)]
+    episodes = [toolbox.start(HERMES, "q", [im]) for im in images]
+    replies = [[call("rotate", angle=30 + i) + call("blur", method="gaussian", ksize=5, image_index=0), "<answer>x</answer>"]
+               for i in range(5)]
+    drive(toolbox, episodes, replies)
+    reference = Executor(device="opencv")
+    for i, (episode, image) in enumerate(zip(episodes, images)):
+        rotated, blurred = reference.run([ToolCall("rotate", image, {"angle": 30 + i}),
+                                          ToolCall("blur", image, {"method": "gaussian", "ksize": 5})])
+        np.testing.assert_array_equal(episode.workspace[1], rotated.image)
+        np.testing.assert_array_equal(episode.workspace[2], blurred.image)
+
+
+def test_box_convention_of_the_profile_reads_model_boxes():
+    qwen3 = get_profile("qwen3_vl")
+    toolbox = ToolBox("default", boxes=qwen3.boxes)
+    episode = toolbox.start(qwen3.protocol, "q", [demo_image(200, 100)])
+    drive(toolbox, [episode], [[call("crop", box=[0, 0, 500, 500]), "<answer>x</answer>"]])
+    assert episode.workspace[1].shape[:2] == (100, 50)  # 0-1000 relative: the top-left quarter
+    small = ToolBox("default", boxes=BoxConvention("pixels", "clamp", 28))
+    episode = small.start(HERMES, "q", [demo_image(200, 100)])
+    drive(small, [episode], [[call("crop", box=[10, 10, 12, 12]), "<answer>x</answer>"]])
+    assert min(episode.workspace[1].shape[:2]) == 28
+
+
+def test_path_based_tool_set_reads_and_writes_workspace_files():
+    toolbox = ToolBox("vtc_bench")
+    episode = toolbox.start(OpenAIProtocol(), "q", [demo_image(64, 64)])
+    original = str(toolbox.image_path(episode, 0))
+    episode.prompt()
+    episode.submit({"content": "", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "opencv_flip", "arguments": json.dumps(
+            {"image": original, "param": {"flip_code": 1}})}},
+        {"id": "b", "type": "function", "function": {"name": "opencv_flip", "arguments": json.dumps(
+            {"image": "/etc/passwd", "param": {}})}},
+    ]})
+    toolbox.run([episode])
+    flipped, missing = [m for m in episode.trajectory.messages if m["role"] == "tool"]
+    assert flipped["tool_call_id"] == "a" and "Saved to" in flipped["content"][-1]["text"]
+    assert "does not exist" in missing["content"][-1]["text"]
+    saved = flipped["content"][-1]["text"].split("Saved to ")[1].split("\n")[0]
+    assert saved.endswith("image_1.png")
+    episode.close()
+
+
+def test_generate_failure_ends_those_episodes_with_the_error():
+    toolbox = ToolBox("default")
+    episodes = [toolbox.start(HERMES, "q", [demo_image(16, 16)]) for _ in range(2)]
+
+    def broken(prompts):
+        raise ConnectionError("server went away")
+
+    run_episodes(episodes, broken, toolbox)
+    assert all(e.stop_reason is Stop.ERROR and "server went away" in e.trajectory.meta["error"] for e in episodes)
+
+
+def test_bad_budget_and_policy_are_rejected():
+    with pytest.raises(ValueError, match="max_turns"):
+        Budgets(max_turns=0)
+    with pytest.raises(ValueError, match="answer_with_calls"):
+        Episode.start(HERMES, "q", [], answer_with_calls="both")

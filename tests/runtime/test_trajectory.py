@@ -1,0 +1,91 @@
+import json
+
+import numpy as np
+import pytest
+
+from runtime.trajectory import Trajectory, TrajectoryError, image, read_jsonl, text, tool_call, write_jsonl
+from tools.images import demo_image
+
+
+def sample() -> Trajectory:
+    t = Trajectory(tools=[{"type": "function", "function": {"name": "crop", "parameters": {}}}], meta={"task": "t1"})
+    t.add_image(demo_image(40, 30))
+    t.add("system", "Be brief.")
+    t.add("user", image(0), "Où est le chat? 🐱")
+    t.add("assistant", "<think>crop</think>", tool_calls=[tool_call("call_0", "crop", {"box": [1, 2, 3, 4]})])
+    t.add_image(demo_image(8, 9, gray=True))
+    t.add("tool", image(1), "ok", tool_call_id="call_0", name="crop")
+    t.add("assistant", "<answer>left</answer>")
+    return t
+
+
+def test_round_trip_is_exact(tmp_path):
+    t = sample()
+    data = t.to_dict(tmp_path / "images")
+    json.dumps(data)  # serializable
+    back = Trajectory.from_dict(json.loads(json.dumps(data)), tmp_path / "images")
+    assert back == t
+    assert back.images[1].ndim == 2 and back.images[1].dtype == np.uint8
+
+
+def test_images_are_stored_once_by_content(tmp_path):
+    a, b = sample(), sample()
+    write_jsonl(tmp_path / "data.jsonl", [a, b])
+    assert len(list((tmp_path / "images").glob("*.png"))) == 2
+    assert list(read_jsonl(tmp_path / "data.jsonl")) == [a, b]
+
+
+def test_a_line_cut_by_a_crash_is_skipped_and_appending_resumes(tmp_path):
+    path = tmp_path / "data.jsonl"
+    write_jsonl(path, [sample()])
+    with open(path, "a") as f:
+        f.write('{"version": 1, "messages": [')  # a writer killed mid-line
+    assert len(list(read_jsonl(path))) == 1
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(l for l in lines if l.endswith("\n")))
+    write_jsonl(path, [sample()], append=True)
+    assert len(list(read_jsonl(path))) == 2
+
+
+def test_a_modified_image_file_is_detected(tmp_path):
+    data = sample().to_dict(tmp_path)
+    victim = tmp_path / f"{data['images'][0]}.png"
+    from PIL import Image
+    Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(victim)
+    with pytest.raises(TrajectoryError, match="does not match its hash"):
+        Trajectory.from_dict(data, tmp_path)
+
+
+def test_missing_image_names_the_file(tmp_path):
+    data = sample().to_dict(tmp_path / "a")
+    with pytest.raises(TrajectoryError, match="is missing"):
+        Trajectory.from_dict(data, tmp_path / "b")
+
+
+@pytest.mark.parametrize("message, problem", [
+    ({"role": "robot", "content": []}, "role"),
+    ({"role": "user", "content": "hi"}, "list of parts"),
+    ({"role": "user", "content": [{"type": "image", "image": 3}]}, "bad content part"),
+    ({"role": "user", "content": [text("x")], "tool_calls": [tool_call("a", "b", {})]}, "only assistant"),
+    ({"role": "assistant", "content": [], "tool_calls": [{"id": "a", "function": {"name": "b", "arguments": {}}}]},
+     "bad tool call"),
+])
+def test_bad_messages_are_named(message, problem):
+    t = sample()
+    t.messages.append(message)
+    with pytest.raises(TrajectoryError, match=problem):
+        t.validate()
+
+
+def test_bad_images_are_rejected():
+    with pytest.raises(TrajectoryError, match="uint8"):
+        Trajectory().add_image(np.zeros((4, 4, 3), np.float32))
+    with pytest.raises(TrajectoryError, match="uint8"):
+        Trajectory().add_image(np.zeros((4, 4, 4), np.uint8))
+
+
+def test_version_mismatch_is_explained(tmp_path):
+    data = sample().to_dict(tmp_path)
+    data["version"] = 99
+    with pytest.raises(TrajectoryError, match="version"):
+        Trajectory.from_dict(data, tmp_path)
