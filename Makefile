@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test run bench tool-table
+.PHONY: install test run bench tool-table security
 
 install: $(STAMP)
 
@@ -22,6 +22,10 @@ run: install
 
 bench: install
 	$(PY) tools/bench.py
+	$(PY) -m runtime.sandbox.bench
+
+security: install  # reruns the hostile-code suite; its table is the one in docs/security.md
+	$(PY) -m runtime.sandbox.hostile --markdown
 
 tool-table: install
 	$(PY) -m tools list --markdown --update README.md

@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from runtime.profiles import Budgets, ModelProfile
 from runtime.protocols import Call, Observation, Prompt, Protocol, final_text
 from runtime.trajectory import Trajectory, image, text, tool_call
 from tools.images import to_array
@@ -47,19 +48,6 @@ class Stop(str, Enum):
     ERROR = "error"  # the backend failed; the message is in meta["error"]
 
 
-@dataclass(frozen=True)
-class Budgets:
-    max_turns: int = 10  # model replies (DeepEyes evaluates with about 10)
-    max_tool_calls: int = 20  # VisualToolBench's cap
-    max_images: int = 32  # workspace images, inputs included
-    max_context_tokens: int | None = None  # prompt + reply tokens, as the backend reports them
-
-    def __post_init__(self):
-        for name in ("max_turns", "max_tool_calls", "max_images"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"budget {name} must be at least 1, got {getattr(self, name)}")
-
-
 class EpisodeError(RuntimeError):
     pass
 
@@ -72,10 +60,9 @@ class PendingCall:
 
 @dataclass
 class Episode:
-    protocol: Protocol
+    profile: ModelProfile
     trajectory: Trajectory
     budgets: Budgets = field(default_factory=Budgets)
-    answer_with_calls: str = "answer"  # a reply with both: "answer" ends the episode, "calls" runs them
     state: State = State.PENDING
     stop_reason: Stop | None = None
     answer: str | None = None
@@ -88,20 +75,23 @@ class Episode:
     _scratch: Path | None = None
 
     @classmethod
-    def start(cls, protocol: Protocol, question: str, images: Sequence = (), system: str | None = None,
-              tools: Sequence[dict] = (), budgets: Budgets | None = None, meta: dict | None = None,
-              answer_with_calls: str = "answer") -> "Episode":
-        """A new episode: the images (index 0 = the original) and the question in one user turn."""
-        if answer_with_calls not in ("answer", "calls"):
-            raise ValueError(f"answer_with_calls must be 'answer' or 'calls', got {answer_with_calls!r}")
-        trajectory = Trajectory(tools=list(tools), meta={"protocol": protocol.name, **(meta or {})})
+    def start(cls, model: ModelProfile | Protocol, question: str, images: Sequence = (), system: str | None = None,
+              tools: Sequence[dict] = (), budgets: Budgets | None = None, meta: dict | None = None) -> "Episode":
+        """A new episode: the images (index 0 = the original) and the question in one user turn. The
+        system prompt and budgets default to the profile's; its question suffix is appended."""
+        profile = ModelProfile.of(model)
+        trajectory = Trajectory(tools=list(tools), meta={"protocol": profile.protocol.name, "profile": profile.name,
+                                                         **(meta or {})})
         indices = [trajectory.add_image(to_array(picture)) for picture in images]
+        system = system if system is not None else profile.system_prompt
         if system:
             trajectory.add("system", system)
-        trajectory.add("user", *[image(i) for i in indices], question)
-        episode = cls(protocol, trajectory, budgets or Budgets(), answer_with_calls)
-        episode.inputs = len(indices)
-        return episode
+        trajectory.add("user", *[image(i) for i in indices], question + profile.question_suffix)
+        return cls(profile, trajectory, budgets or profile.budgets, inputs=len(indices))
+
+    @property
+    def protocol(self) -> Protocol:
+        return self.profile.protocol
 
     @property
     def done(self) -> bool:
@@ -136,7 +126,7 @@ class Episode:
             self.context_tokens = prompt_tokens + (completion_tokens or 0)
         if truncated:
             return self._finish(Stop.TRUNCATED)
-        if parsed.answer is not None and (not parsed.calls or self.answer_with_calls == "answer"):
+        if parsed.answer is not None and (not parsed.calls or self.profile.answer_with_calls == "answer"):
             self.answer = parsed.answer
             return self._finish(Stop.ANSWER)
         if not parsed.calls:

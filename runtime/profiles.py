@@ -1,5 +1,5 @@
-"""Per-model settings: which protocol a model speaks, how it gives boxes, what it stops on, and the
-prompts and tools it was trained with. A profile is data; `ToolBox` and `Episode` take its parts.
+"""Per-model settings: which protocol a model speaks, how it gives boxes, what it stops on, the prompts
+and tools it was trained with, and its budgets. A profile is data that `Episode` and `ToolBox` read.
 
 | profile | protocol | boxes |
 |---|---|---|
@@ -15,11 +15,10 @@ prompts and tools it was trained with. A profile is data; `ToolBox` and `Episode
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from runtime.episode import Budgets
 from runtime.protocols import CodeProtocol, HermesProtocol, OpenAIProtocol, Protocol
-from runtime.toolbox import BoxConvention
+from tools.toolset import Invocation
 
 QWEN_STOP = ("<|im_end|>",)
 
@@ -71,6 +70,37 @@ AMME_GEN_SYSTEM = (
 
 
 @dataclass(frozen=True)
+class Budgets:
+    max_turns: int = 10  # model replies (DeepEyes evaluates with about 10)
+    max_tool_calls: int = 20  # VisualToolBench's cap
+    max_images: int = 32  # workspace images, inputs included
+    max_context_tokens: int | None = None  # prompt + reply tokens, as the backend reports them
+
+    def __post_init__(self):
+        for name in ("max_turns", "max_tool_calls", "max_images"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"budget {name} must be at least 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class BoxConvention:
+    """How a model's crop boxes are read, overriding the tool set's own where set: Qwen2.5-VL and
+    DeepEyes give absolute pixels (minimum side 28), Qwen3-VL relative 0-1000 (minimum side 32)."""
+
+    units: str | None = None  # "pixels" | "norm1000"
+    bounds: str | None = None  # "clamp" | "error"
+    min_side: int | None = None
+
+    def apply(self, invocation: Invocation) -> Invocation:
+        overrides = {k: v for k, v in (("units", self.units), ("bounds", self.bounds), ("min_side", self.min_side))
+                     if v is not None}
+        if not overrides:
+            return invocation
+        steps = tuple(replace(s, args={**s.args, **overrides}) if s.op == "crop" else s for s in invocation.steps)
+        return replace(invocation, steps=steps)
+
+
+@dataclass(frozen=True)
 class ModelProfile:
     name: str
     protocol: Protocol
@@ -82,6 +112,15 @@ class ModelProfile:
     budgets: Budgets = field(default_factory=Budgets)
     answer_with_calls: str = "answer"  # a reply with both an answer and calls: "answer" ends it, "calls" runs them
 
+    def __post_init__(self):
+        if self.answer_with_calls not in ("answer", "calls"):
+            raise ValueError(f"answer_with_calls must be 'answer' or 'calls', got {self.answer_with_calls!r}")
+
+    @classmethod
+    def of(cls, model: "ModelProfile | Protocol") -> "ModelProfile":
+        """A profile, or a bare one around a protocol (no prompts, the tool set's own boxes)."""
+        return model if isinstance(model, ModelProfile) else cls(model.name, model)
+
 
 PROFILES: dict[str, ModelProfile] = {p.name: p for p in (
     ModelProfile("qwen2_5_vl", HermesProtocol(tools_in="system", stop=QWEN_STOP),
@@ -91,7 +130,7 @@ PROFILES: dict[str, ModelProfile] = {p.name: p for p in (
     ModelProfile("deepeyes", HermesProtocol(name="hermes-deepeyes", tools_in="system", stop=QWEN_STOP,
                                             max_calls_per_turn=1, response_prefix="<tool_response>",
                                             response_suffix="</tool_response>", observation_suffix=DEEPEYES_TURN,
-                                            tools_prompt=DEEPEYES_SYSTEM),
+                                            tools_prompt=DEEPEYES_SYSTEM, verbatim=True),
                  BoxConvention("pixels", "clamp", 28), question_suffix=DEEPEYES_TURN, toolset="deepeyes",
                  budgets=Budgets(max_turns=11)),
     ModelProfile("thyme", CodeProtocol(name="thyme", style="thyme", first_block_only=True,

@@ -9,7 +9,7 @@ import io
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -17,7 +17,8 @@ import numpy as np
 from PIL import Image
 
 from runtime.code_tools import CodeContext, CodeTool, Saved
-from runtime.episode import Budgets, Episode
+from runtime.episode import Episode
+from runtime.profiles import Budgets, ModelProfile
 from runtime.protocols import Observation, Protocol
 from tools.executor import Executor
 from tools.images import DEFAULT_MAX_PIXELS, to_array
@@ -28,28 +29,9 @@ from tools.toolsets import get_toolset
 SCRATCH_IMAGE = re.compile(r"^image_(\d+)\.png$")
 
 
-@dataclass(frozen=True)
-class BoxConvention:
-    """How a model's crop boxes are read, overriding the tool set's own where set: Qwen2.5-VL and
-    DeepEyes give absolute pixels (minimum side 28), Qwen3-VL relative 0-1000 (minimum side 32)."""
-
-    units: str | None = None  # "pixels" | "norm1000"
-    bounds: str | None = None  # "clamp" | "error"
-    min_side: int | None = None
-
-    def apply(self, invocation: Invocation) -> Invocation:
-        overrides = {k: v for k, v in (("units", self.units), ("bounds", self.bounds), ("min_side", self.min_side))
-                     if v is not None}
-        if not overrides:
-            return invocation
-        steps = tuple(replace(s, args={**s.args, **overrides}) if s.op == "crop" else s for s in invocation.steps)
-        return replace(invocation, steps=steps)
-
-
 class ToolBox:
     def __init__(self, toolset: ToolSet | str | None = None, code_tools: Sequence[CodeTool] = (),
-                 executor: Executor | None = None, sandbox=None, boxes: BoxConvention = BoxConvention(),
-                 cell_timeout_s: float | None = None, max_pixels: int = DEFAULT_MAX_PIXELS):
+                 executor: Executor | None = None, sandbox=None, cell_timeout_s: float | None = None, max_pixels: int = DEFAULT_MAX_PIXELS):
         self.toolset = get_toolset(toolset) if isinstance(toolset, str) else toolset
         self.code_tools = {tool.name: tool for tool in code_tools}
         if self.code_tools and sandbox is None:
@@ -59,14 +41,13 @@ class ToolBox:
             raise ValueError(f"tool name(s) {sorted(clash)} are both image tools and code tools")
         self.executor = executor or Executor(max_pixels=max_pixels)
         self.sandbox = sandbox
-        self.boxes = boxes
         self.cell_timeout_s = cell_timeout_s
         self.max_pixels = max_pixels
 
-    def start(self, protocol: Protocol, question: str, images: Sequence, system: str | None = None,
-              budgets: Budgets | None = None, meta: dict | None = None, answer_with_calls: str = "answer") -> Episode:
-        """A new episode with these tools: a sandbox session is opened for code tools (the question and
-        schemas may name its paths) and the tool schemas go into the trajectory."""
+    def start(self, model: ModelProfile | Protocol, question: str, images: Sequence, system: str | None = None,
+              budgets: Budgets | None = None, meta: dict | None = None) -> Episode:
+        """A new episode with these tools (see `Episode.start`): a sandbox session is opened for code tools
+        (the question and schemas may name its paths) and the tool schemas go into the trajectory."""
         arrays = [to_array(picture, self.max_pixels) for picture in images]
         context = session = None
         if self.code_tools:
@@ -75,7 +56,7 @@ class ToolBox:
             question = tool.question(question, context)
         schemas = list(self.toolset.schemas()) if self.toolset else []
         schemas += [tool.schema(context) for tool in self.code_tools.values() if tool.schema]
-        episode = Episode.start(protocol, question, arrays, system, schemas, budgets, meta, answer_with_calls)
+        episode = Episode.start(model, question, arrays, system, schemas, budgets, meta)
         if session is not None:
             episode.resources["sandbox"] = session
         return episode
@@ -95,7 +76,7 @@ class ToolBox:
                     out[pending.id] = _error(f"unknown tool {call.name!r}: no tools are available")
                 else:
                     try:
-                        invocation = self.boxes.apply(self.toolset.translate(call.name, call.arguments))
+                        invocation = episode.profile.boxes.apply(self.toolset.translate(call.name, call.arguments))
                         source = self._resolve(episode, invocation.image)
                         extras = {p: self._resolve(episode, ref) for p, ref in invocation.extra_images.items()}
                         image_jobs.append((episode, pending, replace(invocation, extra_images=extras), source))

@@ -85,6 +85,30 @@ def capped(calls: list[Call], limit: int | None) -> tuple[Call, ...]:
     return tuple(calls[:limit]) + tuple(Call(c.name, c.arguments, c.error or error, c.id, c.parsed, c.raw) for c in calls[limit:])
 
 
+def read_json(text: str):
+    """Strict JSON as the trajectory must store it: no NaN/Infinity, no float overflow. Raises ValueError
+    with a short reason for anything else (bad syntax, over-long integers, nesting past the recursion limit)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{err.msg} at position {err.pos}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError as err:  # e.g. integers over Python's 4300-digit conversion limit
+        raise ValueError(str(err).split(";")[0]) from None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {literal[:20]} is out of range")
+    return value
+
+
 def last_tag(content: str, tag: str) -> str | None:
     """The text of the last `<tag>...</tag>`; an unclosed tag at the very end counts (generation stopped
     on the closing tag, which servers strip)."""

@@ -3,7 +3,8 @@
 Three published styles differ only in where the output goes:
 - `thyme`: inside the same assistant turn, `<sandbox_output>...</sandbox_output>`, and generation then
   continues that turn (Thyme);
-- `pyvision`: a user turn `<interpreter>\\nText Result:\\n...\\nImage Result:\\n<image_clue_k>...</interpreter>`;
+- `pyvision`: a user turn `<interpreter>\\nText Result:\\n...\\nImage Result:\\n<image_clue_k>...</image_clue_k>
+  </interpreter>\\n` (`None` when there is no image; errors are reported as text results);
 - `plain`: a user turn with the text and images as they are (Agentic-MME's Gen mode, whose output text
   names the new images itself).
 
@@ -53,7 +54,8 @@ class CodeProtocol(Protocol):
                 calls.append(Call(CODE_TOOL, {"code": code}))
             else:
                 calls.append(Call(CODE_TOOL, {"code": code}, "the <code> block is empty; put Python code inside it"))
-        return Parsed(completion, capped(calls, self.max_calls_per_turn), last_tag(completion, "answer"))
+        outside = BLOCK.sub("", completion)  # an <answer> written inside code is not one
+        return Parsed(completion, capped(calls, self.max_calls_per_turn), last_tag(outside, "answer"))
 
     def render(self, trajectory: Trajectory) -> Prompt:
         images: list = []
@@ -84,11 +86,10 @@ class CodeProtocol(Protocol):
             return parts
         texts = [p for p in parts if p["type"] == "text"]
         indices = [p["image"] for p in message["content"] if p["type"] == "image"]
-        out = [{"type": "text", "text": "<interpreter>\nText Result:\n"}, *texts]
-        if indices:
-            out.append({"type": "text", "text": "\nImage Result:\n"})
-            for index in indices:
-                out += [{"type": "text", "text": f"<image_clue_{index}>"}, {"type": "image"},
-                        {"type": "text", "text": f"</image_clue_{index}>"}]
-        out.append({"type": "text", "text": "</interpreter>"})
+        out = [{"type": "text", "text": "<interpreter>\nText Result:\n"}, *texts,
+               {"type": "text", "text": "\nImage Result:\n" + ("" if indices else "None")}]
+        for index in indices:
+            out += [{"type": "text", "text": f"<image_clue_{index}>"}, {"type": "image"},
+                    {"type": "text", "text": f"</image_clue_{index}>"}]
+        out.append({"type": "text", "text": "</interpreter>\n"})
         return out

@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, wire_parts
+from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, read_json, wire_parts
 from runtime.trajectory import Trajectory, message_text
 
 TOOLS_HEADER = (
@@ -26,7 +26,8 @@ TOOLS_FOOTER = (
     '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n'
     "</tool_call>"
 )
-BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
+MAX_CLOSE_TRIES = 8  # how many later closing tags a call may span when its JSON quotes "</tool_call>"
 
 
 def tools_section(tools: list[dict]) -> str:
@@ -46,6 +47,7 @@ class HermesProtocol(Protocol):
     response_suffix: str = "\n</tool_response>"
     observation_suffix: str = ""  # text after the tool responses in the same user turn (DeepEyes' reminder)
     tools_prompt: str | None = None  # verbatim text in place of the generated tool list (DeepEyes' system prompt)
+    verbatim: bool = False  # keep replies exactly as generated (harnesses that append the raw completion)
 
     def __post_init__(self):
         if self.tools_in not in ("system", "template"):
@@ -80,7 +82,7 @@ class HermesProtocol(Protocol):
                     messages[-1]["content"] = merge_text(messages[-1]["content"] + [{"type": "text", "text": self.observation_suffix}])
             elif message["role"] == "assistant":
                 content = message_text(message)
-                for k, call in enumerate(message.get("tool_calls", ())):
+                for k, call in enumerate(message.get("tool_calls", ()) if OPEN not in content else ()):
                     if content or k:
                         content += "\n"
                     content += call_block(call["function"]["name"], call["function"]["arguments"])
@@ -92,41 +94,77 @@ class HermesProtocol(Protocol):
         return Prompt(messages, images, stop=self.stop)
 
     def parse(self, completion: str | dict) -> Parsed:
+        """Calls are read from every `<tool_call>` block. When all blocks parse, they leave the text and go
+        to `tool_calls` (the template writes them back); when one does not, or `verbatim` is set, the
+        text is kept exactly as generated, blocks included, and the renderer does not add them again."""
         completion = completion if isinstance(completion, str) else (completion.get("content") or "")
-        calls: list[Call] = []
-        kept: list[str] = []
-        cursor = 0
-        for match in BLOCK.finditer(completion):
-            call = _read_call(match.group(1))
-            if not call.parsed:
-                calls.append(call)
-                continue
-            before = completion[cursor:match.start()]
+        if not isinstance(completion, str):
+            completion = ""
+        blocks = list(_blocks(completion))
+        calls = [_read_call(body) for _, _, body in blocks]
+        answer = last_tag(_outside(completion, blocks), "answer")  # an <answer> quoted in arguments is not one
+        if self.verbatim or not all(c.parsed for c in calls):
+            return Parsed(completion, capped(calls, self.max_calls_per_turn), answer)
+        kept, cursor = [], 0
+        for start, end, _ in blocks:
+            before = completion[cursor:start]
             kept.append(before[:-1] if before.endswith("\n") else before)  # the template writes this newline back
-            cursor = match.end()
-            calls.append(call)
+            cursor = end
         tail = completion[cursor:]
-        kept.append(tail if tail.strip() or not any(c.parsed for c in calls) else "")
-        return Parsed("".join(kept), capped(calls, self.max_calls_per_turn), last_tag(completion, "answer"))
+        kept.append(tail if tail.strip() or not blocks else "")
+        return Parsed("".join(kept), capped(calls, self.max_calls_per_turn), answer)
+
+
+def _blocks(text: str):
+    """(start, end, body) of each `<tool_call>...</tool_call>`; an unclosed block runs to the end. A
+    body whose JSON is cut by a closing tag inside a string extends to a later closing tag."""
+    position = 0
+    while (start := text.find(OPEN, position)) >= 0:
+        body_start = start + len(OPEN)
+        closes, search = [], body_start
+        while len(closes) < MAX_CLOSE_TRIES and (close := text.find(CLOSE, search)) >= 0:
+            closes.append(close)
+            search = close + len(CLOSE)
+        if not closes:
+            yield start, len(text), text[body_start:]
+            return
+        chosen = next((c for c in closes if _is_json(text[body_start:c])), closes[0])
+        yield start, chosen + len(CLOSE), text[body_start:chosen]
+        position = chosen + len(CLOSE)
+
+
+def _outside(text: str, spans) -> str:
+    pieces, cursor = [], 0
+    for start, end, *_ in spans:
+        pieces.append(text[cursor:start])
+        cursor = end
+    return "".join(pieces) + text[cursor:]
+
+
+def _is_json(body: str) -> bool:
+    try:
+        read_json(body.strip())
+        return True
+    except ValueError:
+        return False
 
 
 def _read_call(body: str) -> Call:
     body = body.strip()
     try:
-        data = json.loads(body)
-    except json.JSONDecodeError as err:
+        data = read_json(body)
+    except ValueError as err:
         name = re.search(r'"name"\s*:\s*"([^"]*)"', body)
-        return Call(name.group(1) if name else "", None, f"the tool call is not valid JSON ({err.msg} at position "
-                    f"{err.pos}); write {{\"name\": <function-name>, \"arguments\": {{...}}}} inside <tool_call></tool_call>",
-                    parsed=False)
+        return Call(name.group(1) if name else "", None, f"the tool call is not valid JSON ({err}); write "
+                    '{"name": <function-name>, "arguments": {...}} inside <tool_call></tool_call>', parsed=False)
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         return Call("", None, 'the tool call must be a JSON object with a string "name" and an object "arguments"',
                     parsed=False)
     arguments = data.get("arguments", {})
     if isinstance(arguments, str):  # some models double-encode the arguments
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
+            arguments = read_json(arguments) if arguments.strip() else {}
+        except ValueError:
             pass
     if not isinstance(arguments, dict):
         return Call(data["name"], None, f'"arguments" must be a JSON object, got {type(arguments).__name__}', parsed=False)
@@ -134,8 +172,9 @@ def _read_call(body: str) -> Call:
 
 
 def _native(message: dict, workspace: list, images: list) -> dict:
-    wired = {"role": message["role"], "content": wire_parts(message["content"], workspace, images)}
-    if "tool_calls" in message:
+    # Empty text parts dropped: Qwen's templates test `message.content` before the first call's newline.
+    wired = {"role": message["role"], "content": merge_text(wire_parts(message["content"], workspace, images))}
+    if "tool_calls" in message and OPEN not in message_text(message):
         wired["tool_calls"] = [dict(call) for call in message["tool_calls"]]
     if message["role"] == "tool":
         wired["tool_call_id"] = message.get("tool_call_id")

@@ -5,10 +5,9 @@ servers accept only text in tool messages); `"tool"` keeps them in the tool mess
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, wire_parts
+from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, read_json, wire_parts
 from runtime.trajectory import Trajectory, message_text
 
 
@@ -26,8 +25,10 @@ class OpenAIProtocol(Protocol):
         if isinstance(completion, str):
             return Parsed(completion, (), last_tag(completion, "answer"))
         content = completion.get("content") or ""
-        if not isinstance(content, str):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if isinstance(content, list):
+            content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+        elif not isinstance(content, str):
+            content = ""
         raw_calls = completion.get("tool_calls") or []
         calls = [_read_call(raw, k) for k, raw in enumerate(raw_calls if isinstance(raw_calls, list) else [raw_calls])]
         return Parsed(content, capped(calls, self.max_calls_per_turn), last_tag(content, "answer"))
@@ -40,7 +41,10 @@ class OpenAIProtocol(Protocol):
             if message["role"] != "tool" and pending:
                 messages.append({"role": "user", "content": merge_text(wire_parts(pending, trajectory.images, images))})
                 pending = []
-            if message["role"] == "tool":
+            if message["role"] == "tool" and message.get("tool_call_id") is None:
+                # it answers a call that could not be read, so no tool_call_id exists to answer
+                messages.append({"role": "user", "content": merge_text(wire_parts(message["content"], trajectory.images, images))})
+            elif message["role"] == "tool":
                 wired = {"role": "tool", "tool_call_id": message.get("tool_call_id"), "name": message.get("name")}
                 if self.tool_images == "tool":
                     wired["content"] = merge_text(wire_parts(message["content"], trajectory.images, images))
@@ -69,10 +73,9 @@ def _read_call(raw, k: int) -> Call:
     arguments = function.get("arguments", "{}")
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as err:
-            return Call(name, None, f"the arguments are not valid JSON ({err.msg} at position {err.pos})", id=_id(raw, k),
-                        raw=arguments)
+            arguments = read_json(arguments) if arguments.strip() else {}
+        except ValueError as err:
+            return Call(name, None, f"the arguments are not valid JSON ({err})", id=_id(raw, k), raw=arguments)
     if not isinstance(arguments, dict):
         return Call(name, None, f"the arguments must be a JSON object, got {type(arguments).__name__}", id=_id(raw, k))
     if not name:

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from runtime.episode import Budgets, Episode, EpisodeError, State, Stop, run_episodes
-from runtime.profiles import get_profile
+from runtime.episode import Episode, EpisodeError, State, Stop, run_episodes
+from runtime.profiles import BoxConvention, Budgets, ModelProfile, get_profile
 from runtime.protocols import HermesProtocol, OpenAIProtocol
-from runtime.toolbox import BoxConvention, ToolBox
+from runtime.toolbox import ToolBox
 from tools.executor import Executor, ToolCall
 from tools.images import demo_image
 
@@ -85,7 +85,7 @@ def test_context_budget_and_truncation():
 def test_answer_with_calls_policy():
     toolbox = ToolBox("default")
     wins = toolbox.start(HERMES, "q", [demo_image(16, 16)])
-    runs = toolbox.start(HERMES, "q", [demo_image(16, 16)], answer_with_calls="calls")
+    runs = toolbox.start(ModelProfile("calls-first", HERMES, answer_with_calls="calls"), "q", [demo_image(16, 16)])
     both = call("flip") + "<answer>a</answer>"
     drive(toolbox, [wins, runs], [[both], [both, "<answer>b</answer>"]])
     assert (wins.answer, wins.tool_calls) == ("a", 0)
@@ -126,13 +126,13 @@ def test_many_episodes_batch_their_image_tools_and_match_the_executor():
 
 def test_box_convention_of_the_profile_reads_model_boxes():
     qwen3 = get_profile("qwen3_vl")
-    toolbox = ToolBox("default", boxes=qwen3.boxes)
-    episode = toolbox.start(qwen3.protocol, "q", [demo_image(200, 100)])
+    toolbox = ToolBox("default")
+    episode = toolbox.start(qwen3, "q", [demo_image(200, 100)])
     drive(toolbox, [episode], [[call("crop", box=[0, 0, 500, 500]), "<answer>x</answer>"]])
     assert episode.workspace[1].shape[:2] == (100, 50)  # 0-1000 relative: the top-left quarter
-    small = ToolBox("default", boxes=BoxConvention("pixels", "clamp", 28))
-    episode = small.start(HERMES, "q", [demo_image(200, 100)])
-    drive(small, [episode], [[call("crop", box=[10, 10, 12, 12]), "<answer>x</answer>"]])
+    pixels = ModelProfile("pixels", HERMES, BoxConvention("pixels", "clamp", 28))
+    episode = toolbox.start(pixels, "q", [demo_image(200, 100)])
+    drive(toolbox, [episode], [[call("crop", box=[10, 10, 12, 12]), "<answer>x</answer>"]])
     assert min(episode.workspace[1].shape[:2]) == 28
 
 
@@ -171,4 +171,4 @@ def test_bad_budget_and_policy_are_rejected():
     with pytest.raises(ValueError, match="max_turns"):
         Budgets(max_turns=0)
     with pytest.raises(ValueError, match="answer_with_calls"):
-        Episode.start(HERMES, "q", [], answer_with_calls="both")
+        ModelProfile("x", HERMES, answer_with_calls="both")

@@ -1,0 +1,703 @@
+"""The hostile-code suite: programs that try to break out of the sandbox, each with a check that FAILS
+if the attack worked, verified from the parent's side where possible (the sentinel file outside the
+work dir is unchanged, the listeners got nothing, the zygote is the same live process, the inputs are
+intact). After every program a new session must run `print(1+1)` and get 2: the pool recovers.
+
+    python -m runtime.sandbox.hostile              # run it: one line per attack, then the isolation report
+    python -m runtime.sandbox.hostile --markdown   # the table in docs/security.md (deterministic, no timings)
+
+The suite re-executes itself once with a secret in its environment, so reading the parent's
+/proc/<pid>/environ would really find one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import stat
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from typing import Callable
+
+from runtime.sandbox import isolation
+from runtime.sandbox.pool import CellResult, SandboxConfig, SandboxPool, SandboxSession
+
+SECRET_ENV = "TIRLAB_HOSTILE_SECRET"
+ROOT = Path(__file__).resolve().parents[2]
+PNG_8x8 = bytes.fromhex(  # an 8x8 black RGB PNG
+    "89504e470d0a1a0a0000000d49484452000000080000000808020000004b6d29dc0000000c4944415478da6360181e000000c8"
+    "000193bda58e0000000049454e44ae426082")
+
+HELPER = '''
+import ctypes as _ctypes, errno as _errno
+def attempt(label, action):
+    try:
+        value = action()
+    except BaseException as err:
+        detail = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        kind = f"{type(err).__name__}: {detail}" if detail else type(err).__name__
+        print(f"{label}: blocked ({kind})")
+    else:
+        print(f"{label}: NOT BLOCKED ({str(value)[:60]!r})")
+def attempt_rc(label, action):
+    value = action()
+    code = _ctypes.get_errno()
+    print(f"{label}: returned {value}" + (f" ({_errno.errorcode.get(code, code)})" if value == -1 else ""))
+'''
+
+
+class Breach(Exception):
+    """The attack worked (or the sandbox misbehaved)."""
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    tries: str  # what the code tries, for the table
+    code: str  # a string.Template over Suite.values()
+    check: Callable  # (suite, session, result) -> outcome text; raises Breach if the attack worked
+    timeout_s: float | None = None
+    setup: str | None = None  # run first, in the same session
+    arches: tuple[str, ...] = ()  # only on these architectures (empty: all)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    tries: str
+    outcome: str
+    contained: bool
+    seconds: float
+
+
+class Suite:
+    """The parent's side of the attacks: a sentinel outside any session, listeners, a second session."""
+
+    def __init__(self, pool: SandboxPool, scratch: Path):
+        self.pool, self.scratch = pool, scratch
+        self.sentinel = scratch / "sentinel.txt"
+        self.sentinel_text = f"sentinel-{os.urandom(8).hex()}"
+        self.sentinel.write_text(self.sentinel_text)
+        self.sentinel.chmod(0o600)
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.tcp.setblocking(False)
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.udp.setblocking(False)
+        self.unix_name = f"tirlab-hostile-{os.urandom(4).hex()}"
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind("\0" + self.unix_name)
+        self.unix.listen(4)
+        self.unix.setblocking(False)
+        self.secret = os.environ.get(SECRET_ENV, "")
+        self.zygote_pid = pool._zygote.pid
+        self.other: SandboxSession | None = None
+        self.other_pid = 0
+        self.other_secret = f"other-session-secret-{os.urandom(8).hex()}"
+
+    def values(self, session: SandboxSession) -> dict:
+        table = isolation.syscall_table() or {}
+        other = self.other
+        return {
+            "port": self.tcp.getsockname()[1], "udp_port": self.udp.getsockname()[1], "unix_name": self.unix_name,
+            "sentinel": str(self.sentinel), "scratch": str(self.scratch), "root": str(self.pool.root),
+            "repo": str(ROOT), "parent_pid": os.getpid(), "zygote_pid": self.zygote_pid,
+            "other_work": str(other.work_dir) if other else "", "other_pid": self.other_pid,
+            "other_secret": str(other.work_dir / "secret.txt") if other else "", "work": str(session.work_dir),
+            "secret_name": SECRET_ENV, **{f"nr_{name}": nr for name, nr in table.items()},
+        }
+
+    def open_other(self) -> None:
+        """A second session, with a secret file in its work dir and a variable to check afterwards."""
+        self.other = self.pool.session()
+        (self.other.work_dir / "secret.txt").write_text(self.other_secret)
+        result = self.other.run("import os\nkept = 7\nprint(os.getpid())")
+        self.other_pid = int(result.stdout)
+
+    def invariants(self) -> None:
+        """What no attack may change, checked after every one of them."""
+        if not self.sentinel.exists() or self.sentinel.read_text() != self.sentinel_text:
+            raise Breach("the sentinel file outside the work dir was changed")
+        if sorted(p.name for p in self.scratch.iterdir()) != ["sentinel.txt"]:
+            raise Breach(f"files appeared beside the sentinel: {sorted(p.name for p in self.scratch.iterdir())}")
+        for name, listener in (("TCP", self.tcp), ("unix", self.unix)):
+            try:
+                connection, _ = listener.accept()
+                connection.close()
+                raise Breach(f"the {name} listener got a connection")
+            except BlockingIOError:
+                pass
+        try:
+            self.udp.recvfrom(64)
+            raise Breach("the UDP listener got a datagram")
+        except BlockingIOError:
+            pass
+        if not self.pool._zygote.alive() or self.pool._zygote.pid != self.zygote_pid:
+            raise Breach("the zygote died or was replaced")
+
+    def close(self) -> None:
+        for s in (self.tcp, self.udp, self.unix):
+            s.close()
+        if self.other:
+            self.other.close()
+
+
+# --- checks ---------------------------------------------------------------------------------------------
+def _lines(result: CellResult) -> list[str]:
+    return [line for line in result.stdout.splitlines() if ": blocked (" in line or ": NOT BLOCKED" in line
+            or ": returned " in line]
+
+
+def _blocked(result: CellResult, allowed: tuple[str, ...] = ()) -> str:
+    """'all N blocked (kinds)'; Breach if an attempt not in `allowed` got through."""
+    lines = _lines(result)
+    if not lines:
+        raise Breach(f"the attack did not report its attempts: {result.error or result.stdout[:300]!r}")
+    through = [line for line in lines if "NOT BLOCKED" in line and not line.startswith(allowed)]
+    if through:
+        raise Breach("; ".join(through))
+    blocked = [line for line in lines if ": blocked (" in line]
+    kinds = list(dict.fromkeys(line.split(": blocked (", 1)[1].rstrip(")") for line in blocked))
+    return f"{len(blocked)} of {len(lines)} blocked ({'; '.join(kinds)})"
+
+
+def _not_in_output(result: CellResult, *secrets: str) -> None:
+    text = result.stdout + result.stderr + (result.error or "")
+    for secret in secrets:
+        if secret and secret in text:
+            raise Breach("the code's output contains a secret it should not have read")
+
+
+def _needs(result: CellResult, **expected) -> None:
+    for name, value in expected.items():
+        if getattr(result, name) != value:
+            raise Breach(f"expected {name}={value}, got {getattr(result, name)} ({(result.error or '')[-200:]!r})")
+
+
+def check_network(suite, session, result):
+    return _blocked(result) + "; no listener got anything"
+
+
+def check_write_outside(suite, session, result):
+    outcome = _blocked(result)
+    if Path("/tmp/tirlab-hostile-pwned").exists():
+        raise Breach("/tmp/tirlab-hostile-pwned was written")
+    if sorted(p.name for p in session.directory.iterdir()) != ["inputs", "work"]:
+        raise Breach(f"the session dir changed: {sorted(p.name for p in session.directory.iterdir())}")
+    return outcome + "; sentinel unchanged"
+
+
+def check_read_other(suite, session, result):
+    _not_in_output(result, suite.other_secret)
+    return _blocked(result)
+
+
+def check_read_host(suite, session, result):
+    _not_in_output(result, suite.sentinel_text, "root:x:0:0", "[project]")
+    return _blocked(result)
+
+
+def check_environment(suite, session, result):
+    if not suite.secret:
+        raise Breach(f"run through `python -m runtime.sandbox.hostile` so that {SECRET_ENV} is set")
+    _not_in_output(result, suite.secret)
+    if "secret in os.environ: False" not in result.stdout:
+        raise Breach("the parent's secret is in the code's os.environ")
+    return _blocked(result) + "; os.environ has only the session's variables"
+
+
+def check_fork(suite, session, result):
+    outcome = _blocked(result)
+    pid = int(result.stdout.split("pid ", 1)[1].split()[0])
+    children = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == pid]
+    if children:
+        raise Breach(f"the worker has child processes: {children}")
+    return outcome + "; no child process exists"
+
+
+def _ppid(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rindex(b")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def check_exec(suite, session, result):
+    made = sorted(p.name for p in session.work_dir.iterdir() if p.name.startswith("pwned"))
+    if made:
+        raise Breach(f"a command ran: {made}")
+    system = next((line.split("'")[1] for line in _lines(result) if line.startswith("os.system: NOT")), None)
+    outcome = _blocked(result, allowed=("os.system",))
+    if system is not None:
+        outcome += f"; os.system returns exit code {system} (its shell never starts)"
+    return outcome + "; no command ran"
+
+
+def check_ctypes(suite, session, result):
+    lines = _lines(result)
+    expect = {"libc fork()": "returned -1 (EPERM)", "raw socket()": "returned -1 (EPERM)",
+              "raw execve()": "returned -1 (EPERM)"}
+    for label, text in expect.items():
+        if f"{label}: {text}" not in lines:
+            raise Breach(f"{label} did not fail: {lines}")
+    if any(p.name.startswith("pwned") for p in session.work_dir.iterdir()):
+        raise Breach("libc system() ran a command")
+    return "fork(), socket() and execve() return -1 (EPERM); system() cannot start a shell; no command ran"
+
+
+def check_kill(suite, session, result):
+    return _blocked(result) + "; the pool process and the zygote live on"
+
+
+def check_kill_other(suite, session, result):
+    outcome = _blocked(result)
+    after = suite.other.run("print(kept)")
+    if after.stdout != "7\n" or after.restarted:
+        raise Breach(f"the other session lost its worker: {after}")
+    return outcome + "; the other session keeps its variables"
+
+
+def check_soft_timeout(suite, session, result):
+    _needs(result, timed_out=True, restarted=False)
+    after = session.run("print(kept + 1)")
+    if after.stdout != "42\n":
+        raise Breach(f"variables were lost: {after}")
+    return "TimeoutError raised in the code after 1 s; the session and its variables survive"
+
+
+def check_hard_timeout(suite, session, result):
+    _needs(result, timed_out=True, restarted=True)
+    after = session.run("print(kept)")
+    if "NameError" not in (after.error or "") or after.restarted:
+        raise Breach(f"the next cell did not get a fresh process: {after}")
+    return "killed at 1 s + 1 s grace (restarted=True); the next cell runs in a fresh process"
+
+
+def check_memory(suite, session, result):
+    outcome = _blocked(result)
+    if "MemoryError" not in outcome:
+        raise Breach(f"no MemoryError: {outcome}")
+    return f"MemoryError at the {suite.pool.config.memory_mb} MB address-space limit; the process survives"
+
+
+def check_output(suite, session, result):
+    cap = suite.pool.config.max_output_chars
+    for name in ("stdout", "stderr"):
+        text = getattr(result, name)
+        if len(text) > cap + 64 or "characters dropped]" not in text:
+            raise Breach(f"{name} was not capped: {len(text)} characters")
+    return (f"stdout and stderr cut to {cap} characters each, with a '[... N characters dropped]' note; "
+            "fd writes go to /dev/null")
+
+
+def check_file_size(suite, session, result):
+    outcome = _blocked(result)
+    size = (session.work_dir / "big.bin").lstat().st_size
+    if size > suite.pool.config.file_size_mb << 20:
+        raise Breach(f"a {size}-byte file was written")
+    return outcome + f"; the file stops at {suite.pool.config.file_size_mb} MB"
+
+
+def check_threads(suite, session, result):
+    outcome = _blocked(result)
+    started = int(result.stdout.split("started ", 1)[1].split()[0])
+    limit = suite.pool.config.max_tasks
+    if not 10 < started < limit:
+        raise Breach(f"{started} threads started (the limit is {limit} tasks)")
+    after = session.run("print(len(threads))")
+    if after.stdout != f"{started}\n":
+        raise Breach(f"the session did not survive: {after}")
+    return outcome + f" below the {limit}-task limit of its uid (RLIMIT_NPROC); the session survives"
+
+
+def check_inputs(suite, session, result):
+    path = session.inputs_dir / "input.png"
+    if not path.is_file() or path.read_bytes() != PNG_8x8:
+        raise Breach("the input file was changed or removed")
+    outcome = _blocked(result, allowed=("chmod",))
+    if "chmod: NOT BLOCKED" in result.stdout:  # a pool not running as root: the worker owns nothing there either
+        return outcome + "; chmod works (Landlock does not cover metadata) but the file stays read-only and intact"
+    return outcome + "; the input is intact"
+
+
+def check_symlinks(suite, session, result):
+    if result.images:
+        raise Breach(f"collected {result.images}")
+    _not_in_output(result, suite.sentinel_text)
+    hard_link = _blocked(result, allowed=("symlink", "replace outputs")).split(" blocked ", 1)[1]
+    return ("the symlinks (and outputs swapped for one) are made but never followed: no image is collected; "
+            f"the hard link is refused {hard_link}")
+
+
+def check_swap(suite, session, result):
+    if [p.name for p in result.images] != ["z.png"]:
+        raise Breach(f"expected z.png to be collected, got {result.images}")
+    time.sleep(0.5)  # the code's thread swaps z.png for a symlink 0.2 s after the cell, unless it is frozen
+    for _ in range(50):
+        if not stat.S_ISREG(result.images[0].lstat().st_mode):
+            raise Breach("the collected image became a symlink after the cell")
+    return "the collected image stays a regular file: the process is frozen (SIGSTOP) until the next run()"
+
+
+def check_forge(suite, session, result):
+    _needs(result, restarted=True)
+    if "garbage on its channel" not in (result.error or ""):
+        raise Breach(f"unexpected error: {result.error}")
+    return "the oversized frame counts as a crash: the process is killed, the next cell gets a fresh one"
+
+
+def check_sigsys(suite, session, result):
+    _needs(result, restarted=True)
+    if "SIGSYS" not in (result.error or ""):
+        raise Breach(f"not killed by seccomp: {result.error}")
+    return "killed by SIGSYS (the filter accepts only the native ABI); the next cell gets a fresh process"
+
+
+ATTACKS = (
+    Attack("tcp_connect", "connect to a TCP listener the suite opened on 127.0.0.1, and to 1.1.1.1:443", '''
+import socket
+attempt("127.0.0.1", lambda: socket.create_connection(("127.0.0.1", $port), timeout=2))
+attempt("1.1.1.1:443", lambda: socket.create_connection(("1.1.1.1", 443), timeout=2))
+''', check_network),
+    Attack("udp_dns", "send a UDP datagram to the suite's listener; resolve a host name (DNS)", '''
+import socket
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    return s.sendto(b"x", ("127.0.0.1", $udp_port))
+attempt("udp", udp)
+attempt("dns", lambda: socket.getaddrinfo("example.com", 80))
+''', check_network),
+    Attack("unix_socket", "connect to an abstract unix socket the suite listens on; socketpair()", '''
+import socket
+def unix():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    return s.connect("\\0$unix_name")
+attempt("abstract unix", unix)
+attempt("socketpair", socket.socketpair)
+''', check_network),
+    Attack("write_outside", "overwrite a sentinel file outside the work dir; write beside it, in /tmp, in the "
+           "session dir; rename the work dir", '''
+import os
+attempt("overwrite the sentinel", lambda: open("$sentinel", "w").write("pwned"))
+attempt("new file beside it", lambda: open("$scratch/new.txt", "w").write("pwned"))
+attempt("/tmp", lambda: open("/tmp/tirlab-hostile-pwned", "w").write("pwned"))
+attempt("the session dir", lambda: open("../pwned", "w").write("pwned"))
+attempt("rename the work dir", lambda: os.rename("$work", "$work-moved"))
+''', check_write_outside),
+    Attack("read_other_session", "read a secret planted in another session's work dir; list the sandbox root", '''
+import os
+attempt("the other session's secret", lambda: open("$other_secret").read())
+attempt("list the other session", lambda: os.listdir("$other_work"))
+attempt("list the sandbox root", lambda: os.listdir("$root"))
+''', check_read_other),
+    Attack("read_host_files", "read /etc/shadow, /etc/passwd, the repository's pyproject.toml, /root, the sentinel", '''
+import os
+attempt("/etc/shadow", lambda: open("/etc/shadow").read())
+attempt("/etc/passwd", lambda: open("/etc/passwd").read())
+attempt("pyproject.toml", lambda: open("$repo/pyproject.toml").read())
+attempt("/root", lambda: os.listdir("/root"))
+attempt("the sentinel", lambda: open("$sentinel").read())
+''', check_read_host),
+    Attack("parent_environment", "find the parent's secret env var: os.environ, /proc/<pool>/environ, "
+           "/proc/<zygote>/environ, /proc/1/environ", '''
+import os
+print("secret in os.environ:", "$secret_name" in os.environ)
+attempt("/proc/<pool>/environ", lambda: open("/proc/$parent_pid/environ", "rb").read())
+attempt("/proc/<zygote>/environ", lambda: open("/proc/$zygote_pid/environ", "rb").read())
+attempt("/proc/1/environ", lambda: open("/proc/1/environ", "rb").read())
+attempt("/proc/self/environ", lambda: open("/proc/self/environ", "rb").read())
+''', check_environment),
+    Attack("fork_bomb", "os.fork() in a loop (each child would fork forever), multiprocessing, posix_spawn", '''
+import os, multiprocessing
+print("pid", os.getpid())
+def bomb():
+    for _ in range(64):
+        if os.fork() == 0:
+            while True:
+                os.fork()
+attempt("fork loop", bomb)
+attempt("multiprocessing", lambda: multiprocessing.Process(target=print).start())
+attempt("posix_spawn", lambda: os.posix_spawn("/bin/true", ["true"], {}))
+''', check_fork),
+    Attack("subprocess_shell", "subprocess.run, os.system, os.popen, os.execv (each would touch a file)", '''
+import os, subprocess
+attempt("subprocess.run", lambda: subprocess.run(["/usr/bin/touch", "pwned-subprocess"]))
+attempt("os.system", lambda: os.waitstatus_to_exitcode(os.system("touch pwned-system")))
+attempt("os.popen", lambda: os.popen("touch pwned-popen").read())
+attempt("os.execv", lambda: os.execv("/bin/sh", ["sh", "-c", "touch pwned-exec"]))
+''', check_exec),
+    Attack("ctypes_libc", "call libc system() and fork() through ctypes; raw syscall() of socket and execve", '''
+libc = _ctypes.CDLL(None, use_errno=True)
+attempt_rc("libc system()", lambda: libc.system(b"touch pwned-libc"))
+def fork():
+    pid = libc.fork()
+    if pid == 0:
+        libc._exit(0)
+    return pid
+attempt_rc("libc fork()", fork)
+attempt_rc("raw socket()", lambda: libc.syscall($nr_socket, 2, 1, 0))
+attempt_rc("raw execve()", lambda: libc.syscall($nr_execve, b"/bin/sh", None, None))
+''', check_ctypes),
+    Attack("kill_parent", "SIGKILL the pool process, the zygote and its process group; kill(-1) (every "
+           "process; signal 0, the permission check alone); pidfd_open the pool process", '''
+import os, signal
+attempt("kill the pool process", lambda: os.kill($parent_pid, signal.SIGKILL))
+attempt("kill the zygote", lambda: os.kill($zygote_pid, signal.SIGKILL))
+attempt("killpg the zygote", lambda: os.killpg($zygote_pid, signal.SIGKILL))
+attempt("kill -1", lambda: os.kill(-1, 0))
+attempt("pidfd_open", lambda: os.pidfd_open($parent_pid))
+''', check_kill),
+    Attack("kill_other_session", "SIGKILL and SIGSTOP another session's worker", '''
+import os, signal
+attempt("SIGKILL", lambda: os.kill($other_pid, signal.SIGKILL))
+attempt("SIGSTOP", lambda: os.kill($other_pid, signal.SIGSTOP))
+''', check_kill_other),
+    Attack("ptrace_memory", "PTRACE_ATTACH the zygote; process_vm_readv the pool process; open /proc/<zygote>/mem "
+           "and /proc/self/mem", '''
+libc = _ctypes.CDLL(None, use_errno=True)
+def check(value):
+    if value == -1:
+        raise OSError(_ctypes.get_errno(), __import__("os").strerror(_ctypes.get_errno()))
+    return value
+attempt("ptrace attach", lambda: check(libc.ptrace(16, $zygote_pid, None, None)))
+attempt("process_vm_readv", lambda: check(libc.syscall($nr_process_vm_readv, $parent_pid, None, 0, None, 0, 0)))
+attempt("/proc/<zygote>/mem", lambda: open("/proc/$zygote_pid/mem", "rb"))
+attempt("/proc/self/mem", lambda: open("/proc/self/mem", "r+b"))
+''', check_kill),
+    Attack("infinite_loop", "while True: pass", "while True:\n    pass\n", check_soft_timeout, 1.0, "kept = 41"),
+    Attack("sleep_forever", "time.sleep forever, swallowing every exception (the soft TimeoutError too)", '''
+import time
+while True:
+    try:
+        time.sleep(3600)
+    except BaseException:
+        pass
+''', check_hard_timeout, 1.0, "kept = 41"),
+    Attack("block_alarm", "block SIGALRM (the soft timeout) and spin", '''
+import signal
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
+while True:
+    pass
+''', check_hard_timeout, 1.0, "kept = 41"),
+    Attack("stop_self", "SIGSTOP itself", "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\n",
+           check_hard_timeout, 1.0, "kept = 41"),
+    Attack("memory_bomb", "allocate 100 GB at once, then grow a list by 100 MB blocks", '''
+blocks = []
+def grow():
+    while True:
+        blocks.append(b"x" * (100 << 20))
+attempt("100 GB at once", lambda: bytearray(100 << 30))
+attempt("100 MB blocks", grow)
+del blocks
+''', check_memory),
+    Attack("huge_output", "print 50 M characters to stdout and stderr, 1000 more lines, 10 MB to fd 1", '''
+import os, sys
+print("x" * 50_000_000)
+sys.stderr.write("y" * 50_000_000)
+for _ in range(1000):
+    print("z" * 1000)
+os.write(1, b"w" * 10_000_000)
+''', check_output),
+    Attack("file_size_bomb", "write a 1 GB file in the work dir; extend a file to 1 TB", '''
+import os
+def big():
+    with open("big.bin", "wb") as f:
+        for _ in range(1024):
+            f.write(bytes(1 << 20))
+attempt("1 GB file", big)
+open("sparse.bin", "wb").close()
+attempt("truncate to 1 TB", lambda: os.truncate("sparse.bin", 1 << 40))
+''', check_file_size),
+    Attack("thread_bomb", "start sleeping threads with 32 KiB stacks until it fails (under the address-space "
+           "limit alone that would be ~60,000 threads, more than this machine's pid_max)", '''
+import threading, time
+threading.stack_size(32 << 10)
+threads = []
+def bomb():
+    while True:
+        t = threading.Thread(target=time.sleep, args=(3600,), daemon=True)
+        t.start()
+        threads.append(t)
+attempt("threads", bomb)
+print("started", len(threads))
+''', check_threads),
+    Attack("delete_inputs", "delete, overwrite, truncate, chmod and rename the input image; rmtree the inputs dir", '''
+import os, shutil
+path = os.path.join(os.environ["INPUTS_DIR"], "input.png")
+attempt("remove", lambda: os.remove(path))
+attempt("overwrite", lambda: open(path, "wb").write(b"pwned"))
+attempt("truncate", lambda: os.truncate(path, 0))
+attempt("chmod", lambda: os.chmod(path, 0o666))
+attempt("overwrite after chmod", lambda: open(path, "wb").write(b"pwned"))
+attempt("rename", lambda: os.rename(path, "stolen.png"))
+attempt("rmtree", lambda: shutil.rmtree(os.environ["INPUTS_DIR"]))
+''', check_inputs),
+    Attack("symlink_outputs", "plant outputs/x.png -> /etc/shadow and -> the sentinel; hard-link the sentinel "
+           "into outputs; replace outputs with a symlink to /etc", '''
+import os
+attempt("symlink to /etc/shadow", lambda: os.symlink("/etc/shadow", "outputs/shadow.png"))
+attempt("symlink to the sentinel", lambda: os.symlink("$sentinel", "outputs/sentinel.png"))
+attempt("hard link the sentinel", lambda: os.link("$sentinel", "outputs/hard.png"))
+attempt("replace outputs", lambda: (os.rename("outputs", "outputs-old"), os.symlink("/etc", "outputs")))
+''', check_symlinks),
+    Attack("swap_after_cell", "save outputs/z.png, and leave a thread that swaps it for a symlink to the sentinel "
+           "0.2 s after the cell ends", '''
+import os, threading, time
+from PIL import Image
+Image.new("RGB", (8, 8)).save("outputs/z.png")
+def swap():
+    time.sleep(0.2)
+    os.symlink("$sentinel", "outputs/z.tmp")
+    os.replace("outputs/z.tmp", "outputs/z.png")
+threading.Thread(target=swap, daemon=True).start()
+''', check_swap),
+    Attack("forge_frames", "write a forged result and an oversized frame on its channel to the parent", '''
+import json, os, stat, struct
+fds = []
+for fd in range(3, 256):
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            fds.append(fd)
+    except OSError:
+        pass
+forged = json.dumps({"id": 999, "ok": True, "stdout": "forged", "stderr": "", "error": None,
+                     "timed_out": False}).encode()
+for fd in fds:
+    os.write(fd, struct.pack(">I", len(forged)) + forged)
+    os.write(fd, struct.pack(">I", 1 << 31) + b"garbage")
+''', check_forge),
+    Attack("namespaces_mounts", "unshare a user namespace, mount a tmpfs, chroot, make a block device node for "
+           "the disk", '''
+import os, stat
+libc = _ctypes.CDLL(None, use_errno=True)
+attempt_rc("unshare(CLONE_NEWUSER)", lambda: libc.unshare(0x10000000))
+os.mkdir("mnt")
+attempt_rc("mount", lambda: libc.mount(b"none", b"mnt", b"tmpfs", 0, None))
+attempt_rc("chroot", lambda: libc.chroot(b"."))
+attempt("mknod", lambda: os.mknod("disk", 0o600 | stat.S_IFBLK, os.makedev(8, 0)))
+''', lambda suite, session, result: _ctypes_all_failed(result)),
+    Attack("kernel_interfaces", "bpf(), io_uring_setup(), perf_event_open(), keyctl(), userfaultfd()", '''
+libc = _ctypes.CDLL(None, use_errno=True)
+buf = _ctypes.create_string_buffer(256)
+attempt_rc("bpf", lambda: libc.syscall($nr_bpf, 0, buf, 128))
+attempt_rc("io_uring_setup", lambda: libc.syscall($nr_io_uring_setup, 1, buf))
+attempt_rc("perf_event_open", lambda: libc.syscall($nr_perf_event_open, buf, 0, -1, -1, 0))
+attempt_rc("keyctl", lambda: libc.syscall($nr_keyctl, 0, 0, 0, 0, 0))
+attempt_rc("userfaultfd", lambda: libc.syscall($nr_userfaultfd, 0))
+''', lambda suite, session, result: _ctypes_all_failed(result)),
+    Attack("legacy_abi", "make a 32-bit syscall (int 0x80) from machine code mapped executable", '''
+import mmap
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(bytes.fromhex("b814000000cd80c3"))  # mov eax, 20 (getpid); int 0x80; ret
+function = _ctypes.CFUNCTYPE(_ctypes.c_int)(_ctypes.addressof(_ctypes.c_char.from_buffer(page)))
+print("returned", function())
+''', check_sigsys, arches=("x86_64",)),
+)
+
+
+def _ctypes_all_failed(result: CellResult) -> str:
+    lines = _lines(result)
+    if not lines:
+        raise Breach(f"the attack did not report: {result.error or result.stdout[:300]!r}")
+    through = [line for line in lines if ": returned " in line and "returned -1" not in line]
+    through += [line for line in lines if "NOT BLOCKED" in line]
+    if through:
+        raise Breach("; ".join(through))
+    kinds = list(dict.fromkeys(line.split(" (", 1)[1].rstrip(")") for line in lines))
+    return f"{len(lines)} of {len(lines)} fail ({'; '.join(kinds)})"
+
+
+# --- running it -----------------------------------------------------------------------------------------
+def run_attack(suite: Suite, attack: Attack) -> Outcome:
+    start = time.perf_counter()
+    pool = suite.pool
+    if "$other" in attack.code:
+        suite.open_other()
+    try:
+        with pool.session(inputs={"input.png": PNG_8x8}) as session:
+            if attack.setup:
+                session.run(attack.setup)
+            code = HELPER + Template(attack.code).substitute(suite.values(session))
+            result = session.run(code, attack.timeout_s)
+            outcome = attack.check(suite, session, result)
+        suite.invariants()
+        contained = True
+    except Breach as breach:
+        outcome, contained = f"BREACH: {breach}", False
+    finally:
+        if suite.other:
+            suite.other.close()
+            suite.other = None
+    with pool.session() as fresh:
+        after = fresh.run("print(1+1)")
+    if after.stdout != "2\n":
+        outcome, contained = outcome + f"; the next session FAILED: {after}", False
+    return Outcome(attack.name, attack.tries, outcome, contained, time.perf_counter() - start)
+
+
+def run_suite(names: list[str] | None = None, progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    attacks = [a for a in ATTACKS if not a.arches or isolation.machine() in a.arches]
+    if names:
+        unknown = set(names) - {a.name for a in attacks}
+        if unknown:
+            raise SystemExit(f"unknown attack(s) {sorted(unknown)}; choose from {[a.name for a in attacks]}")
+        attacks = [a for a in attacks if a.name in names]
+    if not os.environ.get(SECRET_ENV):
+        raise SystemExit(f"the suite needs {SECRET_ENV} in its initial environment (for the /proc/<pid>/environ "
+                         "attack); run it as `python -m runtime.sandbox.hostile`, which sets it")
+    Path("/tmp/tirlab-hostile-pwned").unlink(missing_ok=True)
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="tirlab-hostile-") as scratch, SandboxPool(SandboxConfig()) as pool:
+        suite = Suite(pool, Path(scratch))
+        try:
+            for attack in attacks:
+                outcomes.append(run_attack(suite, attack))
+                if progress:
+                    progress(outcomes[-1])
+        finally:
+            suite.close()
+        report = pool.isolation()
+    run_suite.report = report
+    return outcomes
+
+
+def markdown(outcomes: list[Outcome]) -> str:
+    rows = [f"| {o.name} | {o.tries} | {o.outcome} |" for o in outcomes]
+    return "\n".join(["| attempt | what the code tries | outcome |", "|---|---|---|", *rows])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runtime.sandbox.hostile", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--markdown", action="store_true", help="print only the table for docs/security.md")
+    parser.add_argument("--json", metavar="PATH", help="also write the outcomes as JSON")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these attacks")
+    args = parser.parse_args(argv)
+    if SECRET_ENV not in os.environ:  # a secret in our own initial environment, where /proc/<pid>/environ shows it
+        env = {**os.environ, SECRET_ENV: f"hostile-secret-{os.urandom(12).hex()}"}
+        os.execve(sys.executable, [sys.executable, "-m", "runtime.sandbox.hostile", *sys.argv[1:]], env)
+
+    def progress(o: Outcome):
+        if not args.markdown:
+            print(f"{'ok    ' if o.contained else 'BREACH'} {o.name:<20} {o.seconds:5.2f} s  {o.outcome}", flush=True)
+
+    outcomes = run_suite(args.only, progress)
+    if args.json:
+        Path(args.json).write_text(json.dumps([o.__dict__ for o in outcomes], indent=1))
+    if args.markdown:
+        print(markdown(outcomes))
+    else:
+        print(f"\n{sum(o.contained for o in outcomes)} of {len(outcomes)} contained; after each, a new session "
+              f"ran print(1+1) -> 2\n\n{run_suite.report}")
+    return 0 if all(o.contained for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,863 @@
+"""The parent side of the sandbox: SandboxPool (one zygote, many sessions), SandboxSession (one worker
+process per episode, variables kept across cells) and the results and errors they return.
+
+Everything a worker sends is untrusted: frames are JSON with a size cap, a malformed frame counts as a
+crash, images are found by the parent (lstat, regular files only, never through a symlink), and the
+worker is frozen (SIGSTOP) whenever no cell runs, so nothing it left running can swap a collected file
+for a symlink before the caller has read it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.sandbox import isolation
+from runtime.sandbox.worker import REQUEST_LIMIT, HEADER, ProtocolError, decode_body, recv_frame, send_frame
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
+LAYERS = ("seccomp", "landlock", "netns")  # what SandboxConfig.disable may switch off
+MAX_CODE_CHARS = 1_000_000
+SCAN_LIMIT = 10_000  # entries looked at under output_dir per cell (a million empty files must not stall us)
+SCAN_DEPTH = 8
+# As root, each session's worker runs as a uid of its own from this range (no passwd entry needed):
+# far above system and subuid ranges (100000+), below 2**31.
+UID_BASE = 1_500_000_000
+UID_SPAN = 1 << 24
+
+
+class SandboxUnavailable(RuntimeError):
+    """An isolation layer the configuration requires is missing here; the pool refuses to run code."""
+
+
+class SandboxError(RuntimeError):
+    """Misuse (a closed session or pool, bad inputs) or a failure of the sandbox itself, never of the code."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    cell_timeout_s: float = 10.0      # wall clock per cell (Thyme uses 10 s)
+    memory_mb: int = 2048             # address space a worker may add on top of the preloaded interpreter
+    cpu_s: int = 300                  # CPU seconds per worker lifetime (hard RLIMIT_CPU)
+    file_size_mb: int = 64            # RLIMIT_FSIZE
+    max_open_files: int = 256
+    max_tasks: int = 256              # threads a worker may run at once (RLIMIT_NPROC on a uid of its own)
+    max_output_chars: int = 8192      # stdout and stderr each, per cell; the rest is dropped with a note
+    allow_network: bool = False       # True = run even where network isolation is unavailable (explicit opt-out)
+    allow_unrestricted_filesystem: bool = False  # True = run even without Landlock (the code can then read
+    #                                   and write whatever the user running the pool can)
+    kill_grace_s: float = 1.0         # after the soft TimeoutError, how long the code has before a hard kill
+    max_image_mb: int = 64            # larger files under output_dir are not collected as images
+    start_timeout_s: float = 120.0    # zygote start (imports) and a worker's lock-down, on a loaded machine
+    preload: tuple[str, ...] = ("numpy", "cv2", "PIL.Image", "tools")  # imported once in the zygote
+    disable: tuple[str, ...] = ()     # layers to switch off on purpose (tests, diagnosis): "seccomp",
+    #                                   "landlock", "netns"; the pool still refuses unless the opt-out is set
+
+
+@dataclass(frozen=True)
+class CellResult:
+    ok: bool                 # no exception, no timeout, no crash
+    stdout: str              # truncated to max_output_chars with a "[... N characters dropped]" note
+    stderr: str
+    error: str | None        # e.g. "ZeroDivisionError: division by zero" plus the traceback lines in the user's code
+    timed_out: bool
+    restarted: bool          # the worker died or was killed; the NEXT run() gets a fresh worker and variables are lost
+    images: tuple[Path, ...] = ()  # image files created or modified under output_dir by this cell, in name order
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    active: bool
+    detail: str  # one line: what it does here, or why it is missing
+
+
+@dataclass(frozen=True)
+class IsolationReport:
+    """Which isolation layers are active in this pool's workers, each with a one-line reason. Filled in
+    at pool start from the zygote, a probe worker's own report of its lock-down, and probes that try
+    to break out (connect to a listener, read a file outside the work dir, signal the zygote)."""
+
+    layers: tuple[Layer, ...]
+    arch: str
+    kernel: str
+
+    def __getitem__(self, name: str) -> Layer:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(f"no layer {name!r}; layers: {', '.join(layer.name for layer in self.layers)}")
+
+    def active(self, name: str) -> bool:
+        return self[name].active
+
+    def missing(self) -> tuple[str, ...]:
+        return tuple(layer.name for layer in self.layers if not layer.active)
+
+    def markdown(self) -> str:
+        rows = [f"| {layer.name} | {'yes' if layer.active else 'NO'} | {layer.detail} |" for layer in self.layers]
+        return "\n".join(["| layer | active | detail |", "|---|---|---|", *rows])
+
+    def __str__(self) -> str:
+        width = max(len(layer.name) for layer in self.layers)
+        lines = [f"sandbox isolation on {self.kernel} ({self.arch}):"]
+        lines += [f"  {layer.name:<{width}}  {'yes' if layer.active else 'NO '}  {layer.detail}"
+                  for layer in self.layers]
+        return "\n".join(lines)
+
+
+# --- the zygote and the workers, seen from the parent ---------------------------------------------------
+def _scrubbed_env(home: Path) -> dict[str, str]:
+    """The zygote's whole environment: nothing comes from the parent's (no tokens, keys, proxies)."""
+    single = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                     "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")}
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(home),
+            "TMPDIR": str(home), "MPLBACKEND": "Agg", "CUDA_VISIBLE_DEVICES": "", **single}
+
+
+_BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
+         "from runtime.sandbox.worker import zygote_main; zygote_main(sys.argv[2:])")
+
+
+class _Zygote:
+    """The fork server process. Started from a thread that lives as long as it does, because
+    PR_SET_PDEATHSIG fires when the *thread* that started a process ends, not the process."""
+
+    def __init__(self, root: Path, config: SandboxConfig):
+        home = root / "zygote"
+        home.mkdir(mode=0o700, exist_ok=True)
+        self.log_path = root / "zygote.log"
+        ours, theirs = socket.socketpair()
+        sys_path = [os.path.abspath(p or os.getcwd()) for p in sys.path]
+        sys_path = list(dict.fromkeys(p for p in sys_path if os.path.exists(p)))
+        options = {"preload": list(config.preload), "netns": "netns" not in config.disable}
+        command = [sys.executable, "-I", "-B", "-c", _BOOT, json.dumps(sys_path), str(theirs.fileno()),
+                   str(os.getpid()), json.dumps(options)]
+        self.proc: subprocess.Popen | None = None
+        error: list[BaseException] = []
+        started = threading.Event()
+
+        def keeper():
+            try:
+                with open(self.log_path, "ab") as log:
+                    self.proc = subprocess.Popen(command, env=_scrubbed_env(home), cwd=home, stdin=subprocess.DEVNULL,
+                                                 stdout=log, stderr=log, pass_fds=[theirs.fileno()],
+                                                 start_new_session=True)
+            except BaseException as err:  # noqa: BLE001 - handed to the starting thread
+                error.append(err)
+            finally:
+                started.set()
+            if self.proc is not None:
+                self.proc.wait()  # also reaps it
+
+        threading.Thread(target=keeper, name="sandbox-zygote", daemon=True).start()
+        started.wait()
+        theirs.close()
+        if error:
+            ours.close()
+            raise SandboxError(f"could not start the sandbox's zygote ({sys.executable}): {error[0]}")
+        self.sock = ours
+        self.lock = threading.Lock()
+        try:
+            self.hello = recv_frame(ours, REQUEST_LIMIT, time.monotonic() + config.start_timeout_s)
+        except (EOFError, TimeoutError, OSError, ProtocolError) as err:
+            self.kill()
+            raise SandboxError(f"the sandbox's zygote did not start ({err}); its log says:\n"
+                               f"{self.log_tail()}") from None
+        self.pid = self.hello["pid"]
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:] or "(empty)"
+        except OSError:
+            return "(no log)"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def request(self, message: dict, timeout: float) -> tuple[dict, list[int]]:
+        """One request and its answer (with any fds passed along); SandboxError if the zygote is gone."""
+        with self.lock:
+            try:
+                self.sock.settimeout(timeout)
+                send_frame(self.sock, message)
+                return _recv_frame_fds(self.sock, REQUEST_LIMIT, time.monotonic() + timeout)
+            except (EOFError, TimeoutError, OSError, ProtocolError) as err:
+                raise SandboxError(f"the sandbox's zygote stopped answering ({err}); its log says:\n"
+                                   f"{self.log_tail()}") from None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.kill()  # its workers follow (PR_SET_PDEATHSIG)
+            except OSError:
+                pass
+        if hasattr(self, "sock"):
+            self.sock.close()
+
+
+def _recv_frame_fds(sock: socket.socket, limit: int, deadline: float) -> tuple[dict, list[int]]:
+    data, fds = b"", []
+    while len(data) < HEADER.size or len(data) < HEADER.size + HEADER.unpack(data[:HEADER.size])[0]:
+        if len(data) >= HEADER.size and HEADER.unpack(data[:HEADER.size])[0] > limit:
+            raise ProtocolError("oversized frame")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no answer in time")
+        sock.settimeout(remaining)
+        chunk, ancillary, _, _ = sock.recvmsg(65536, socket.CMSG_SPACE(4 * array("i").itemsize),
+                                              socket.MSG_CMSG_CLOEXEC)
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(array("i", payload[:len(payload) - len(payload) % array("i").itemsize]))
+        if not chunk:
+            for fd in fds:
+                os.close(fd)
+            raise EOFError("the zygote closed its channel")
+        data += chunk
+    return decode_body(data[HEADER.size:]), fds
+
+
+class _Worker:
+    """One session's process: its channel, and a pidfd to signal it without racing pid reuse."""
+
+    def __init__(self, zygote: _Zygote, pid: int, chan: socket.socket, pidfd: int | None):
+        self.zygote, self.pid, self.chan, self.pidfd = zygote, pid, chan, pidfd
+        self.layers: dict = {}
+        self.dead = False
+
+    def signal(self, number: int) -> None:
+        if self.dead:
+            return
+        try:
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, number)
+            else:  # kernels before 5.3: the zygote signals it, only while it has not reaped it
+                self.zygote.request({"op": "signal", "pid": self.pid, "signal": int(number)}, 5.0)
+        except (ProcessLookupError, SandboxError, OSError):
+            pass
+
+    def freeze(self, timeout: float = 2.0) -> bool:
+        """SIGSTOP, then wait until every thread has actually stopped (a signal is delivered
+        asynchronously: a thread on another core can run on for a moment). False if they did not."""
+        self.signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while True:
+            state = _all_stopped(self.pid)
+            if state is not False:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0002)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.dead = True
+        for close in (self.chan.close, lambda: self.pidfd is not None and os.close(self.pidfd)):
+            try:
+                close()
+            except OSError:
+                pass
+        self.pidfd = None
+
+    def exit_status(self) -> str | None:
+        """How the process ended ('killed by SIGKILL', 'exited with code 1'), waiting up to a second for
+        the zygote to reap it (so a restarted worker with the same uid does not share its task count)."""
+        try:
+            answer, _ = self.zygote.request({"op": "status", "pid": self.pid, "wait": 1.0}, 5.0)
+        except SandboxError:
+            return None
+        return answer.get("status")
+
+
+def _all_stopped(pid: int) -> bool | None:
+    """True when every thread of `pid` is stopped (or gone), False if one still runs, None without /proc."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if data[data.rindex(b")") + 2:][:1] not in (b"T", b"t", b"Z", b"X"):
+            return False
+    return True
+
+
+# --- image collection -----------------------------------------------------------------------------------
+def _scan(directory: Path) -> dict[str, tuple]:
+    """{relative path: (inode, mtime, ctime, size)} of the regular files under `directory`, walked
+    through directory fds opened with O_NOFOLLOW, so no symlink (not even `directory` itself swapped
+    for one) is ever followed. At most SCAN_LIMIT entries, SCAN_DEPTH levels."""
+    found: dict[str, tuple] = {}
+    budget = [SCAN_LIMIT]
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def walk(fd: int, prefix: str, depth: int):
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    return
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode):
+                        found[prefix + entry.name] = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+                    elif stat.S_ISDIR(st.st_mode) and depth < SCAN_DEPTH:
+                        sub = os.open(entry.name, flags, dir_fd=fd)
+                        try:
+                            walk(sub, f"{prefix}{entry.name}/", depth + 1)
+                        finally:
+                            os.close(sub)
+                except OSError:
+                    continue
+
+    try:
+        top = os.open(directory, flags)
+    except OSError:
+        return found
+    try:
+        walk(top, "", 0)
+    finally:
+        os.close(top)
+    return found
+
+
+def _new_images(directory: Path, before: dict[str, tuple], max_bytes: int) -> tuple[Path, ...]:
+    after = _scan(directory)
+    return tuple(directory / rel for rel in sorted(after) if rel.lower().endswith(IMAGE_SUFFIXES)
+                 and after[rel][3] <= max_bytes and before.get(rel) != after[rel])
+
+
+# --- sessions -------------------------------------------------------------------------------------------
+class SandboxSession:
+    """One episode's Python process. Variables persist across run() calls; after a crash or hard
+    timeout the next run() transparently starts a fresh process (and re-runs the prelude)."""
+
+    def __init__(self, pool: SandboxPool, directory: Path, env: dict[str, str], prelude: str | None,
+                 enforce: bool = True):
+        self.pool, self.directory, self.prelude = pool, directory, prelude
+        self.inputs_dir = directory / "inputs"   # read-only to the code
+        self.work_dir = directory / "work"       # cwd of the code, writable; HOME and TMPDIR point inside it
+        self.output_dir = self.work_dir / "outputs"
+        self._env, self._enforce = env, enforce
+        self._uid: int | None = None
+        self._lock = threading.Lock()
+        self._worker: _Worker | None = None
+        self._closed = False
+        self._cells = 0
+
+    def __enter__(self) -> SandboxSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def run(self, code: str, timeout_s: float | None = None) -> CellResult:
+        """Run one cell. Never raises for anything the code does: exceptions, timeouts, crashes and
+        hostile behaviour all come back as a CellResult. Raises SandboxError for misuse (a closed
+        session), or when the sandbox itself cannot start a fresh worker (its zygote cannot restart)."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        timeout = self.pool.config.cell_timeout_s if timeout_s is None else float(timeout_s)
+        if not timeout > 0:
+            raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        with self._lock:
+            if self._closed:
+                raise SandboxError("run() on a closed sandbox session; open a new one with pool.session()")
+            start = time.perf_counter()
+            if len(code) > MAX_CODE_CHARS:
+                return CellResult(False, "", "", f"the code is {len(code):,} characters long; the sandbox runs at "
+                                  f"most {MAX_CODE_CHARS:,} per cell", False, False, (), 0.0)
+            if self._worker is None:
+                failure = self._start_worker()
+                if failure is not None:
+                    return CellResult(False, "", "", failure, False, True, (), time.perf_counter() - start)
+            return self._run(code, timeout, start)
+
+    def _run(self, code: str, timeout: float, start: float) -> CellResult:
+        worker, config = self._worker, self.pool.config
+        self._cells += 1
+        before = _scan(self.output_dir)
+        worker.resume()
+        try:
+            worker.chan.settimeout(timeout + config.kill_grace_s)  # reads leave their own timeouts behind
+            send_frame(worker.chan, {"op": "run", "id": self._cells, "code": code, "timeout": timeout})
+            deadline = time.monotonic() + timeout + config.kill_grace_s
+            limit = 12 * (3 * config.max_output_chars + 1024) + 65536  # ASCII JSON: <= 12 bytes a character
+            while True:
+                reply = recv_frame(worker.chan, limit, deadline)
+                if reply.get("id") == self._cells:  # an older id is a frame the code forged: skip it
+                    break
+            fields = (reply["ok"], reply["stdout"], reply["stderr"], reply["error"], reply["timed_out"])
+            if not (isinstance(fields[0], bool) and isinstance(fields[1], str) and isinstance(fields[2], str)
+                    and (fields[3] is None or isinstance(fields[3], str)) and isinstance(fields[4], bool)):
+                raise ProtocolError("a result with fields of the wrong types")
+        except TimeoutError:
+            self._lose_worker()
+            return CellResult(False, "", "", (
+                f"TimeoutError: the cell did not finish within {timeout:g} s and did not stop at the TimeoutError "
+                "raised in it (it caught it, or was stuck in C code); its Python process was killed. Variables "
+                "from earlier cells are lost; the next run starts a fresh process.\n"), True, True, (),
+                time.perf_counter() - start)
+        except (EOFError, OSError, ProtocolError, KeyError) as err:
+            status = self._lose_worker()
+            return CellResult(False, "", "", _crash_message(err, status, config), False, True, (),
+                              time.perf_counter() - start)
+        if not worker.freeze():
+            self._lose_worker()
+            return CellResult(False, *fields[1:3], (fields[3] or "") + (
+                "the cell's process could not be paused after the cell (a thread stuck in the kernel?); it was "
+                "killed and its images were not collected. The next run starts a fresh process.\n"),
+                fields[4], True, (), time.perf_counter() - start)
+        images = _new_images(self.output_dir, before, config.max_image_mb << 20)
+        return CellResult(fields[0], fields[1], fields[2], fields[3], fields[4], False, images,
+                          time.perf_counter() - start)
+
+    def _lose_worker(self) -> str | None:
+        worker, self._worker = self._worker, None
+        worker.kill()
+        return worker.exit_status()
+
+    def _start_worker(self) -> str | None:
+        """A fresh worker (and the prelude in it). Returns the prelude's error, if it failed."""
+        self._worker = self.pool._spawn(self, self._enforce)
+        if self.prelude:
+            result = self._run(self.prelude, self.pool.config.cell_timeout_s, time.perf_counter())
+            if not result.ok:
+                if self._worker is not None:
+                    self._lose_worker()
+                return ("the session's prelude failed, so the code was not run:\n"
+                        + (result.error or "") + result.stderr)
+        return None
+
+    def close(self) -> None:
+        """Kill the worker and delete the session's directory. Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._worker is not None:
+                self._worker.kill()
+                self._worker = None
+        self.pool._forget(self)
+        _rmtree(self.directory)
+
+
+def _crash_message(err: Exception, status: str | None, config: SandboxConfig) -> str:
+    if isinstance(err, ProtocolError):
+        how = f"sent garbage on its channel to the sandbox ({err})"
+    elif status is None:
+        how = "died"
+    elif "SIGXCPU" in status:
+        how = f"was {status}: it used up its CPU time limit ({config.cpu_s} s per process)"
+    elif "SIGKILL" in status:
+        how = (f"was {status} (its CPU time limit of {config.cpu_s} s, the machine running out of memory, or "
+               "the code itself)")
+    elif status.startswith("killed by SIGSEGV") or status.startswith("killed by SIGBUS"):
+        how = f"was {status} (a crash in C code, e.g. a bad pointer through ctypes)"
+    else:
+        how = f"was {status}" if status.startswith("killed") else status
+    return (f"the Python process running the cell {how}. Variables from earlier cells are lost; the next run "
+            "starts a fresh process.\n")
+
+
+def _rmtree(path: Path) -> None:
+    """Delete a session directory even where the code removed its own permissions on parts of it."""
+    def fix(function, name, _):
+        try:
+            os.chmod(os.path.dirname(name), 0o700)
+            os.chmod(name, 0o700) if os.path.isdir(name) and not os.path.islink(name) else None
+            function(name)
+        except OSError:
+            pass
+    if not path.exists():
+        return
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=fix)
+    else:
+        shutil.rmtree(path, onerror=fix)
+
+
+# --- the pool -------------------------------------------------------------------------------------------
+_POOLS: set = set()  # strong references: a pool nobody closed is still closed (dirs deleted) at exit
+
+
+@atexit.register
+def _close_all() -> None:
+    for pool in list(_POOLS):
+        pool.close()
+
+
+class SandboxPool:
+    """Runs untrusted Python in isolated worker processes forked from one preloaded zygote.
+
+    Thread-safe: any number of threads may open sessions and run cells concurrently. Starting the pool
+    starts the zygote (a few seconds: it imports torch) and probes the isolation; it raises
+    SandboxUnavailable, naming the missing layer and the opt-out, if isolation is incomplete."""
+
+    def __init__(self, config: SandboxConfig = SandboxConfig(), root: str | Path | None = None):
+        _check_config(config)
+        self.config = config
+        self._own_root = root is None
+        self.root = Path(tempfile.mkdtemp(prefix="tirlab-sandbox-")) if root is None else Path(root).resolve()
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._sessions: set[SandboxSession] = set()
+        self._closed = False
+        self._counter = 0
+        self._zygote: _Zygote | None = None
+        self._report: IsolationReport | None = None
+        self._as_root = hasattr(os, "geteuid") and os.geteuid() == 0
+        self._uids: set[int] = set()
+        self._keep_read_search = False
+        if self._as_root and self._own_root:
+            os.chmod(self.root, 0o711)  # workers run as other uids: they may pass through, not list
+        _POOLS.add(self)
+        try:
+            self._zygote = self._start_zygote()
+            hello = self._zygote.hello
+            _check_root(self.root, hello["read_dirs"])
+            self._keep_read_search = self._as_root and not all(
+                isolation.world_searchable(p) for p in [*hello["read_dirs"], *hello["read_files"], str(self.root)])
+            self._report = self._probe()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def isolation(self) -> IsolationReport:
+        """Which layers are active, each with a one-line reason."""
+        return self._report
+
+    def session(self, inputs: dict[str, str | Path | bytes] | None = None, env: dict[str, str] | None = None,
+                prelude: str | None = None) -> SandboxSession:
+        """A new session. `inputs`: file name -> source path or bytes, copied into the read-only inputs
+        dir. `env`: extra environment for the code (nothing is inherited from this process); the
+        placeholders {inputs_dir}, {work_dir} and {output_dir} in values become the session's paths.
+        `prelude`: code run at session start (and again after a restart); its failure is an error."""
+        return self._open(inputs, env, prelude, enforce=True)
+
+    def _open(self, inputs, env, prelude, enforce: bool) -> SandboxSession:
+        with self._lock:
+            if self._closed:
+                raise SandboxError("session() on a closed SandboxPool")
+            self._counter += 1
+            number = self._counter
+        directory = self.root / f"session-{number:05d}-{os.urandom(4).hex()}"
+        directory.mkdir(mode=0o700)
+        session = SandboxSession(self, directory, {}, prelude, enforce)
+        try:
+            _copy_inputs(inputs or {}, session.inputs_dir)
+            private = (directory, session.work_dir, session.work_dir / ".tmp", session.output_dir)
+            for path in private[1:]:
+                path.mkdir(mode=0o700)
+            if self._as_root:  # the session's own uid owns its dirs (the inputs stay the pool's, read-only)
+                session._uid = self._allocate_uid()
+                for path in private:
+                    os.chown(path, session._uid, session._uid)
+            session._env = self._session_env(session, env or {})
+            with self._lock:
+                self._sessions.add(session)
+            failure = session._start_worker()
+            if failure is not None:
+                raise SandboxError(failure)
+            return session
+        except BaseException:
+            session.close()
+            raise
+
+    def _session_env(self, session: SandboxSession, extra: dict[str, str]) -> dict[str, str]:
+        env = _scrubbed_env(session.work_dir)
+        env.update(TMPDIR=str(session.work_dir / ".tmp"), USER="sandbox", LOGNAME="sandbox",
+                   INPUTS_DIR=str(session.inputs_dir),
+                   WORK_DIR=str(session.work_dir), OUTPUT_DIR=str(session.output_dir), PYTHONDONTWRITEBYTECODE="1")
+        for key, value in extra.items():
+            if not isinstance(key, str) or not isinstance(value, str) or not key or "=" in key or "\0" in key + value:
+                raise SandboxError(f"bad environment entry {key!r}={value!r}: names and values must be strings, "
+                                   "names non-empty without '=' or NUL")
+            for name in ("inputs_dir", "work_dir", "output_dir"):
+                value = value.replace("{" + name + "}", str(getattr(session, name)))
+            env[key] = value
+        return env
+
+    def _spawn(self, session: SandboxSession, enforce: bool) -> _Worker:
+        config = self.config
+        require = [] if not enforce else [name for name, opted_out in (
+            ("seccomp", config.allow_network), ("landlock", config.allow_unrestricted_filesystem)) if not opted_out]
+        spec = {"work_dir": str(session.work_dir), "inputs_dir": str(session.inputs_dir), "env": session._env,
+                "memory_mb": config.memory_mb, "cpu_s": config.cpu_s, "file_size_mb": config.file_size_mb,
+                "max_open_files": config.max_open_files, "max_output_chars": config.max_output_chars,
+                "seccomp": "seccomp" not in config.disable, "landlock": "landlock" not in config.disable,
+                "require": require, "uid": session._uid, "keep_read_search": self._keep_read_search,
+                "max_tasks": config.max_tasks}
+        zygote = self._live_zygote()
+        answer, fds = zygote.request({"op": "spawn", "spec": spec}, config.start_timeout_s)
+        if not fds:
+            raise SandboxError(f"the sandbox's zygote could not start a worker: {answer.get('error', answer)}")
+        chan = socket.socket(fileno=fds[0])
+        worker = _Worker(zygote, answer["pid"], chan, fds[1] if answer.get("pidfd") and len(fds) > 1 else None)
+        try:
+            ready = recv_frame(chan, REQUEST_LIMIT, time.monotonic() + config.start_timeout_s)
+        except (EOFError, TimeoutError, OSError, ProtocolError) as err:
+            worker.kill()
+            status = worker.exit_status()
+            raise SandboxError(f"a sandbox worker did not start ({err}; {status or 'still running'})") from None
+        if not ready.get("ready"):
+            worker.kill()
+            raise SandboxUnavailable(f"a sandbox worker refused to run code: {ready.get('error')}. "
+                                     + _OPT_OUTS)
+        worker.layers = ready["layers"]
+        missing = [name for name in require if not _layer_active(worker.layers, name)]
+        if missing:
+            worker.kill()
+            raise SandboxUnavailable(f"a sandbox worker came up without {', '.join(missing)}. " + _OPT_OUTS)
+        if not worker.freeze():
+            worker.kill()
+            raise SandboxError("a fresh sandbox worker could not be paused (SIGSTOP); not using it")
+        return worker
+
+    def _live_zygote(self) -> _Zygote:
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the SandboxPool was closed")
+            if self._zygote is None or not self._zygote.alive():
+                if self._zygote is not None:  # it died (killed, out of memory): its workers died with it
+                    self._zygote.kill()
+                self._zygote = self._start_zygote()
+            return self._zygote
+
+    def _start_zygote(self) -> _Zygote:
+        zygote = _Zygote(self.root, self.config)
+        hello = zygote.hello
+        if hello["preload_errors"]:
+            zygote.kill()
+            raise SandboxError("the sandbox's zygote could not preload " + "; ".join(hello["preload_errors"])
+                               + ". Fix the import, or leave the module out of SandboxConfig.preload.")
+        if len(hello["threads"]) != 1:
+            zygote.kill()
+            raise SandboxError(f"after preloading {list(self.config.preload)} the zygote runs {len(hello['threads'])} "
+                               f"threads ({', '.join(hello['threads'])}); forking it would be unsafe. Leave out the "
+                               "module that starts them, or make it single-threaded through its environment.")
+        return zygote
+
+    def _allocate_uid(self) -> int:
+        """A uid no live session of this pool uses, offset by our pid so that pools in other processes
+        on the machine are unlikely to pick the same ones."""
+        with self._lock:
+            start = (os.getpid() % 4096) * 4096
+            for n in range(self._counter, self._counter + UID_SPAN):
+                uid = UID_BASE + (start + n) % UID_SPAN
+                if uid not in self._uids:
+                    self._uids.add(uid)
+                    return uid
+        raise SandboxError("no free sandbox uid")
+
+    def _forget(self, session: SandboxSession) -> None:
+        with self._lock:
+            self._sessions.discard(session)
+            self._uids.discard(session._uid)
+
+    def _probe(self) -> IsolationReport:
+        """Start a worker with every layer this machine has and try to break out of it; decide from what
+        actually happened, not from what should have."""
+        config, hello = self.config, self._zygote.hello
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.setblocking(False)
+        secret = self.root / "probe-secret.txt"
+        secret.write_text("tirlab-sandbox-probe")
+        code = _PROBE_CODE.format(port=listener.getsockname()[1], secret=str(secret), zygote=self._zygote.pid)
+        try:
+            session = self._open(None, None, None, enforce=False)
+            try:
+                result = session.run(code, timeout_s=max(10.0, config.cell_timeout_s))
+                layers = dict(session._worker.layers) if session._worker else {}
+            finally:
+                session.close()
+            try:
+                connection, _ = listener.accept()
+                connection.close()
+                accepted = True
+            except BlockingIOError:
+                accepted = False
+        finally:
+            listener.close()
+            secret.unlink(missing_ok=True)
+        try:
+            probes = json.loads(result.stdout)
+        except ValueError:
+            raise SandboxError(f"the sandbox's probe worker failed: {result.error or result.stdout!r}") from None
+        report = _build_report(config, hello, layers, probes, accepted)
+        _refuse_if_incomplete(config, report)
+        return report
+
+    def close(self) -> None:
+        """Kill every worker and the zygote, delete the session dirs (and the root, if the pool made it)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.close()
+        if self._zygote is not None:
+            self._zygote.kill()
+        if self._own_root:
+            _rmtree(self.root)
+        else:  # a root the caller gave: only what the pool made in it
+            _rmtree(self.root / "zygote")
+            (self.root / "zygote.log").unlink(missing_ok=True)
+        _POOLS.discard(self)
+
+
+_OPT_OUTS = ("To run anyway without network isolation pass SandboxConfig(allow_network=True); without "
+             "filesystem isolation, SandboxConfig(allow_unrestricted_filesystem=True).")
+
+_PROBE_CODE = """
+import json, os, signal, socket
+probes = {{}}
+def attempt(name, action):
+    try:
+        action()
+        probes[name] = "NOT BLOCKED"
+    except Exception as err:
+        probes[name] = f"{{type(err).__name__}}: {{err.strerror if isinstance(err, OSError) and err.strerror else err}}"
+attempt("connect", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=3))
+attempt("read", lambda: open({secret!r}).read())
+attempt("signal", lambda: os.kill({zygote}, 0))
+print(json.dumps(probes))
+"""
+
+
+def _layer_active(layers: dict, name: str) -> bool:
+    if name == "landlock":
+        return bool(layers.get("landlock_fs", [False])[0])
+    return bool(layers.get(name, [False])[0])
+
+
+def _build_report(config: SandboxConfig, hello: dict, layers: dict, probes: dict, accepted: bool) -> IsolationReport:
+    def layer(name: str, fallback: str) -> Layer:
+        active, detail = layers.get(name, [False, fallback])
+        return Layer(name, bool(active), detail)
+
+    connect, read, kill = (probes.get(k, "not run") for k in ("connect", "read", "signal"))
+    network_closed = not accepted and connect != "NOT BLOCKED"
+    rows = [
+        layer("seccomp", "not applied"),
+        layer("landlock_fs", "not applied"),
+        layer("landlock_net", "not applied"),
+        layer("landlock_scope", "not applied"),
+        Layer("network_namespace", bool(hello["netns"][0]), hello["netns"][1]),
+        layer("identity", "not applied"),
+        layer("rlimits", "not applied"),
+        Layer("frozen_between_cells", True, "SIGSTOP while no cell runs: nothing the code leaves running "
+                                            "can act (or swap a collected image) until the next run()"),
+        Layer("network_probe", network_closed,
+              f"connecting to a TCP listener on 127.0.0.1 failed ({connect})" if network_closed
+              else "a worker CONNECTED to a TCP listener the pool opened on 127.0.0.1"),
+        Layer("filesystem_probe", read != "NOT BLOCKED",
+              f"reading a file outside the work dir failed ({read})" if read != "NOT BLOCKED"
+              else "a worker READ a file the pool placed outside its work dir"),
+        Layer("signal_probe", kill != "NOT BLOCKED",
+              f"signalling the zygote failed ({kill})" if kill != "NOT BLOCKED"
+              else "a worker could signal the zygote"),
+    ]
+    kernel = f"Linux {os.uname().release}" if hasattr(os, "uname") else sys.platform
+    return IsolationReport(tuple(rows), hello["arch"], kernel)
+
+
+def _refuse_if_incomplete(config: SandboxConfig, report: IsolationReport) -> None:
+    problems = []
+    if not config.allow_network:
+        for name, what in (("seccomp", "without it the code can open sockets, fork and exec"),
+                           ("network_probe", "the code can reach the network")):
+            if not report.active(name):
+                problems.append(f"- {name}: {report[name].detail}; {what}. To run anyway, without network "
+                                "isolation: SandboxConfig(allow_network=True).")
+    if not config.allow_unrestricted_filesystem:
+        for name in ("landlock_fs", "filesystem_probe"):
+            if not report.active(name):
+                problems.append(f"- {name}: {report[name].detail}; the code could read and write every file this "
+                                "user can. To run anyway, without filesystem isolation: "
+                                "SandboxConfig(allow_unrestricted_filesystem=True).")
+    if problems:
+        raise SandboxUnavailable("the sandbox cannot isolate model code on this machine, so it refuses to run any:\n"
+                                 + "\n".join(problems) + f"\n{report}")
+
+
+def _check_root(root: Path, read_dirs: list[str]) -> None:
+    """Session dirs must not lie where the sandboxed code may read (Python's installation, the system
+    dirs): every session could then read every other session's files."""
+    real = os.path.realpath(root)
+    for directory in read_dirs:
+        if real == directory or real.startswith(directory.rstrip(os.sep) + os.sep):
+            raise SandboxError(f"the sandbox root {root} is inside {directory}, which sandboxed code may read, so "
+                               "sessions could read each other's files; pass another root (the default is a "
+                               "fresh temporary directory)")
+
+
+def _check_config(config: SandboxConfig) -> None:
+    if not isinstance(config, SandboxConfig):
+        raise TypeError(f"config must be a SandboxConfig, not {type(config).__name__}")
+    for name in ("cell_timeout_s", "kill_grace_s", "start_timeout_s", "memory_mb", "cpu_s", "file_size_mb",
+                 "max_open_files", "max_tasks", "max_output_chars", "max_image_mb"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"SandboxConfig.{name} must be a positive number, got {value!r}")
+    unknown = set(config.disable) - set(LAYERS)
+    if unknown:
+        raise ValueError(f"SandboxConfig.disable: unknown layer(s) {sorted(unknown)}; choose from {list(LAYERS)}")
+    if config.max_open_files < 16:
+        raise ValueError("SandboxConfig.max_open_files must be at least 16 (Python itself needs a few)")
+
+
+def _copy_inputs(inputs: dict, directory: Path) -> None:
+    directory.mkdir(mode=0o700)
+    for name, source in inputs.items():
+        if (not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name
+                or "\0" in name):
+            raise SandboxError(f"bad input file name {name!r}: use a plain file name such as 'image_0.png'")
+        target = directory / name
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            target.write_bytes(bytes(source))
+        elif isinstance(source, (str, Path)):
+            if not Path(source).is_file():
+                raise SandboxError(f"input {name!r}: {source} is not a readable file")
+            shutil.copyfile(source, target)
+        else:
+            raise SandboxError(f"input {name!r}: give a path or bytes, not {type(source).__name__}")
+        os.chmod(target, 0o444)
+    os.chmod(directory, 0o555)

@@ -1,0 +1,141 @@
+"""Code tools end to end: episodes whose model writes code, run in the real sandbox."""
+
+import json
+
+import numpy as np
+import pytest
+
+from runtime.code_tools import get_code_tool
+from runtime.episode import State, Stop, run_episodes
+from runtime.profiles import get_profile
+from runtime.sandbox import SandboxConfig, SandboxPool
+from runtime.toolbox import ToolBox
+from tools.images import demo_image
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    with SandboxPool(SandboxConfig(cell_timeout_s=5), root=tmp_path_factory.mktemp("sandbox")) as pool:
+        yield pool
+
+
+def toolbox_for(profile_name, pool):
+    profile = get_profile(profile_name)
+    return profile, ToolBox(profile.toolset, [get_code_tool(profile.code_tool)], sandbox=pool)
+
+
+def scripted(episodes, replies_for, toolbox):
+    """Drive episodes; `replies_for(episode)` gives its replies, which may use its sandbox paths."""
+    queues = {id(e): list(replies_for(e)) for e in episodes}
+
+    def generate(prompts):
+        waiting = [e for e in episodes if e.state is State.GENERATING]
+        return [queues[id(e)].pop(0) for e in waiting]
+
+    run_episodes(episodes, generate, toolbox)
+
+
+CROP = "<code>\n```python\nfrom PIL import Image\nimport os\nimg = Image.open({path!r})\n" \
+       "img.crop((0, 0, 20, 10)).save(os.path.join(os.environ['PROCESSED_IMAGE_SAVE_PATH'], 'crop.png'))\n" \
+       "x = 41\nprint(img.size)\n```\n</code>"
+
+
+def test_thyme_runs_code_keeps_variables_and_continues_the_assistant_turn(pool):
+    profile, toolbox = toolbox_for("thyme", pool)
+    image = demo_image(48, 64)
+    episode = toolbox.start(profile, "What is top-left?", [image])
+    question = episode.trajectory.messages[-1]["content"][-1]["text"]
+    assert '### User Image Size:** "64x48"' in question
+    path = question.split('### User Image Path:** "')[1].split('"')[0]
+    replies = ["<think>crop it</think>" + CROP.format(path=path),
+               "<code>print(x + 1)</code>",
+               "<code>1/0</code>",
+               "The answer is <answer>red</answer>"]
+    prompts = []
+    queue = list(replies)
+
+    def generate(batch):
+        prompts.extend(batch)
+        return [queue.pop(0) for _ in batch]
+
+    run_episodes([episode], generate, toolbox)
+    assert episode.stop_reason is Stop.ANSWER and episode.answer == "red"
+    np.testing.assert_array_equal(episode.workspace[1], image[:10, :20])
+    outputs = [m for m in episode.trajectory.messages if m["role"] == "tool"]
+    assert outputs[0]["content"][0] == {"type": "image", "image": 1} and "(64, 48)" in outputs[0]["content"][1]["text"]
+    assert outputs[1]["content"][-1]["text"] == "42"  # variables persist across turns
+    assert "ZeroDivisionError" in outputs[2]["content"][-1]["text"]
+    second = prompts[1]
+    assert second.continue_final_message and second.messages[-1]["role"] == "assistant"
+    last = second.messages[-1]["content"]
+    assert last[-1]["text"].endswith("</sandbox_output>") and {"type": "image"} in last
+
+
+def test_agentic_mme_gen_collects_transformed_images_only(pool):
+    profile, toolbox = toolbox_for("agentic_mme_gen", pool)
+    image = demo_image(40, 40)
+    episode = toolbox.start(profile, "q", [image])
+    code = ("<code>\nimport os, cv2\nsrc = cv2.imread(os.environ['ORIGINAL_IMAGE_PATH'])\n"
+            "out = os.environ['PROCESSED_IMAGE_SAVE_PATH']\n"
+            "cv2.imwrite(os.path.join(out, 'transformed_image_1.png'), cv2.flip(src, 1))\n"
+            "cv2.imwrite(os.path.join(out, 'scratch.png'), src)\nprint('saved')\n</code>")
+    scripted([episode], lambda e: [code + "<answer>too early</answer>", "<answer>done</answer>"], toolbox)
+    assert episode.answer == "done" and len(episode.workspace) == 2  # calls won over the early answer
+    np.testing.assert_array_equal(episode.workspace[1], image[:, ::-1])
+    text = [m for m in episode.trajectory.messages if m["role"] == "tool"][0]["content"][-1]["text"]
+    assert "stdout:\nsaved" in text and "[Image 1: transformed_image_1.png]" in text and "scratch" not in text
+
+
+def test_visualtoolbench_function_tool_reads_the_working_dir_and_returns_its_json(pool):
+    profile, toolbox = toolbox_for("visualtoolbench", pool)
+    image = demo_image(30, 50)
+    episode = toolbox.start(profile, "q", [image])
+    schema = episode.trajectory.tools[0]["function"]
+    assert schema["name"] == "python_image_processing" and "['image_0.png']" in schema["description"]
+    code = ("img = Image.open('image_0.png')\nimg.rotate(90, expand=True).save("
+            "f'{PROCESSED_IMAGE_SAVE_PATH}/transformed_image_0.png', 'PNG')\nprint(np.asarray(img).shape)")
+    reply = {"content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "python_image_processing", "arguments": json.dumps({"code": code})}}]}
+    scripted([episode], lambda e: [reply, {"content": "<answer>ok</answer>"}], toolbox)
+    tool = [m for m in episode.trajectory.messages if m["role"] == "tool"][0]
+    result = json.loads(tool["content"][-1]["text"])
+    assert result["ok"] == "true" and result["stdout"] == "(30, 50, 3)\n"
+    assert result["output_paths"] == [result["output_path"]] and result["output_path"].endswith("transformed_image_0.png")
+    np.testing.assert_array_equal(episode.workspace[1], np.rot90(image))
+    prompt = profile.protocol.render(episode.trajectory)
+    tool_message = [m for m in prompt.messages if m["role"] == "tool"][0]
+    assert isinstance(tool_message["content"], str)  # images travel in the next user message
+    assert any(m["role"] == "user" and {"type": "image"} in m["content"] for m in prompt.messages[2:])
+
+
+def test_timeouts_and_crashes_are_observations(pool):
+    profile, toolbox = toolbox_for("pyvision", pool)
+    toolbox.cell_timeout_s = 1
+    episode = toolbox.start(profile, "q", [demo_image(16, 16)])
+    scripted([episode], lambda e: ["<code>while True: pass</code>", "<code>print('alive')</code>",
+                                   "<answer>x</answer>"], toolbox)
+    outputs = [m["content"][-1]["text"] for m in episode.trajectory.messages if m["role"] == "tool"]
+    assert "timed out" in outputs[0].lower() or "timeout" in outputs[0].lower()
+    assert outputs[1] == "alive"
+    prompt = profile.protocol.render(episode.trajectory)
+    assert prompt.messages[3]["role"] == "user" and prompt.messages[3]["content"][0]["text"].startswith("<interpreter>")
+
+
+def test_many_code_episodes_run_concurrently(pool):
+    profile, toolbox = toolbox_for("thyme", pool)
+    images = [demo_image(32, 32, seed=i) for i in range(6)]
+    episodes = [toolbox.start(profile, "q", [im]) for im in images]
+
+    def replies(episode):
+        path = episode.resources["sandbox"].inputs_dir / "image_0.png"
+        return [CROP.format(path=str(path)), "<answer>a</answer>"]
+
+    scripted(episodes, replies, toolbox)
+    for episode, image in zip(episodes, images):
+        assert episode.stop_reason is Stop.ANSWER
+        np.testing.assert_array_equal(episode.workspace[1], image[:10, :20])
+
+
+def test_code_tools_need_a_sandbox():
+    with pytest.raises(ValueError, match="need a sandbox"):
+        ToolBox(None, [get_code_tool("thyme")])
