@@ -78,14 +78,14 @@ def _amme_describe(result, saved: list[Saved]) -> str:
     if result.stdout.strip():
         parts.append(f"stdout:\n{result.stdout.rstrip()}")
     if result.stderr.strip() or result.error:
-        parts.append(f"stderr:\n{(result.stderr + (result.error or '')).rstrip()}")
+        parts.append("stderr:\n" + "\n".join(t.rstrip("\n") for t in (result.stderr, result.error) if t and t.strip()))
     parts += [f"[Image {TRANSFORMED.match(s.path.name).group(1)}: {s.path.name}]" for s in saved]
     return "\n".join(parts) or "Code executed with no output."
 
 
 def _vtb_describe(result, saved: list[Saved]) -> str:
     paths = [str(s.path) for s in saved]
-    stderr = result.stderr + (result.error or "")
+    stderr = "\n".join(t.rstrip("\n") for t in (result.stderr, result.error) if t and t.strip())
     return json.dumps({"ok": "true" if result.ok else "false", "stdout": result.stdout, "stderr": stderr,
                        "output_path": paths[0] if paths else "", "output_paths": paths}, ensure_ascii=False)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Callable, Sequence
@@ -26,8 +26,8 @@ import numpy as np
 
 from runtime.profiles import Budgets, ModelProfile
 from runtime.protocols import Call, Observation, Prompt, Protocol, final_text
-from runtime.trajectory import Trajectory, image, text, tool_call
-from tools.images import to_array
+from runtime.trajectory import Trajectory, image, tool_call
+from tools.images import DEFAULT_MAX_PIXELS, to_array
 
 
 class State(str, Enum):
@@ -70,24 +70,26 @@ class Episode:
     tool_calls: int = 0
     context_tokens: int = 0
     pending: list[PendingCall] = field(default_factory=list)
-    inputs: int = 0  # how many workspace images are the task's own (the rest came from tools)
+    max_pixels: int = DEFAULT_MAX_PIXELS  # the largest image the workspace accepts
     resources: dict = field(default_factory=dict)  # per-episode tool state (sandbox session, ...), see close()
     _scratch: Path | None = None
+    _out_of_calls: bool = False
 
     @classmethod
     def start(cls, model: ModelProfile | Protocol, question: str, images: Sequence = (), system: str | None = None,
-              tools: Sequence[dict] = (), budgets: Budgets | None = None, meta: dict | None = None) -> "Episode":
+              tools: Sequence[dict] = (), budgets: Budgets | None = None, meta: dict | None = None,
+              max_pixels: int = DEFAULT_MAX_PIXELS) -> "Episode":
         """A new episode: the images (index 0 = the original) and the question in one user turn. The
         system prompt and budgets default to the profile's; its question suffix is appended."""
         profile = ModelProfile.of(model)
         trajectory = Trajectory(tools=list(tools), meta={"protocol": profile.protocol.name, "profile": profile.name,
                                                          **(meta or {})})
-        indices = [trajectory.add_image(to_array(picture)) for picture in images]
+        indices = [trajectory.add_image(to_array(picture, max_pixels)) for picture in images]
         system = system if system is not None else profile.system_prompt
         if system:
             trajectory.add("system", system)
         trajectory.add("user", *[image(i) for i in indices], question + profile.question_suffix)
-        return cls(profile, trajectory, budgets or profile.budgets, inputs=len(indices))
+        return cls(profile, trajectory, budgets or profile.budgets, max_pixels=max_pixels)
 
     @property
     def protocol(self) -> Protocol:
@@ -117,9 +119,9 @@ class Episode:
                truncated: bool = False) -> list[PendingCall]:
         """Record the model's reply; returns the calls to run (the episode is then RUNNING_TOOLS) or []."""
         self._expect(State.GENERATING)
-        self.turns += 1
         parsed = self.protocol.parse(completion)
-        ids = [call.id or f"call_{self.tool_calls + k}" for k, call in enumerate(parsed.calls)]
+        self.turns += 1
+        ids = self._call_ids(parsed.calls)
         recorded = [tool_call(i, c.name, c.arguments_json()) for i, c in zip(ids, parsed.calls) if c.parsed]
         self.trajectory.add("assistant", parsed.content, **({"tool_calls": recorded} if recorded else {}))
         if prompt_tokens is not None:
@@ -132,10 +134,14 @@ class Episode:
         if not parsed.calls:
             self.answer = final_text(self.trajectory)
             return self._finish(Stop.FINAL_MESSAGE)
-        if self.tool_calls + len(parsed.calls) > self.budgets.max_tool_calls:
-            return self._finish(Stop.MAX_TOOL_CALLS)
-        self.tool_calls += len(parsed.calls)
-        self.pending = [PendingCall(i, c) for i, c in zip(ids, parsed.calls)]
+        self.pending = []
+        for call_id, call in zip(ids, parsed.calls):
+            if call.error is None and self.tool_calls >= self.budgets.max_tool_calls:
+                call = replace(call, error=f"the episode's budget of {self.budgets.max_tool_calls} tool calls is spent; "
+                                           "this call was not run")
+                self._out_of_calls = True
+            self.tool_calls += call.error is None  # only calls that run count against the budget
+            self.pending.append(PendingCall(call_id, call))
         self.state = State.RUNNING_TOOLS
         return list(self.pending)
 
@@ -149,9 +155,11 @@ class Episode:
             observation = results[pending.id]
             tool_call_id = pending.id if pending.call.parsed else None
             self.trajectory.add("tool", *self.protocol.observation_parts(observation), tool_call_id=tool_call_id,
-                                name=pending.call.name)
+                                name=pending.call.name, error=observation.error)
         self.pending = []
-        if len(self.trajectory.images) > self.budgets.max_images:
+        if self._out_of_calls:
+            self._finish(Stop.MAX_TOOL_CALLS)
+        elif len(self.trajectory.images) >= self.budgets.max_images:
             self._finish(Stop.MAX_IMAGES)
         elif self.turns >= self.budgets.max_turns:
             self._finish(Stop.MAX_TURNS)
@@ -161,7 +169,11 @@ class Episode:
             self.state = State.GENERATING
 
     def add_image(self, picture) -> int:
-        return self.trajectory.add_image(to_array(picture))
+        return self.trajectory.add_image(to_array(picture, self.max_pixels))
+
+    @property
+    def images_left(self) -> int:
+        return max(0, self.budgets.max_images - len(self.trajectory.images))
 
     def fail(self, message: str) -> None:
         """End the episode because its backend failed (the run goes on with the other episodes)."""
@@ -169,12 +181,30 @@ class Episode:
         self._finish(Stop.ERROR)
 
     def close(self) -> None:
-        for resource in self.resources.values():
-            resource.close()
-        self.resources.clear()
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
-            self._scratch = None
+        """Release the sandbox session and the scratch folder; every one is released even if one fails."""
+        resources, self.resources = list(self.resources.values()), {}
+        try:
+            for resource in resources:
+                try:
+                    resource.close()
+                except Exception as err:  # noqa: BLE001 - the others must still be released
+                    self.trajectory.meta.setdefault("close_errors", []).append(f"{type(err).__name__}: {err}")
+        finally:
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
+                self._scratch = None
+
+    def _call_ids(self, calls) -> list[str]:
+        """Unique ids in this episode: a server's own id is kept unless it is missing or already used."""
+        used = {c["id"] for m in self.trajectory.messages for c in m.get("tool_calls", ())}
+        ids = []
+        for call in calls:
+            call_id = call.id
+            if not call_id or call_id in used:
+                call_id = next(f"call_{n}" for n in range(len(used), len(used) + len(calls) + 1) if f"call_{n}" not in used)
+            used.add(call_id)
+            ids.append(call_id)
+        return ids
 
     def _finish(self, reason: Stop) -> list:
         self.state = State.DONE
@@ -211,11 +241,14 @@ def run_episodes(episodes: Sequence[Episode], generate: Generate, toolbox) -> No
             if len(outputs) != len(prompts):
                 raise EpisodeError(f"generate returned {len(outputs)} completions for {len(prompts)} prompts")
             for episode, output in zip(waiting, outputs):
-                if isinstance(output, dict) and "completion" in output:
-                    episode.submit(output["completion"], output.get("prompt_tokens"), output.get("completion_tokens"),
-                                   bool(output.get("truncated")))
-                else:
-                    episode.submit(output)
+                try:
+                    if isinstance(output, dict) and "completion" in output:
+                        episode.submit(output["completion"], output.get("prompt_tokens"),
+                                       output.get("completion_tokens"), bool(output.get("truncated")))
+                    else:
+                        episode.submit(output)
+                except Exception as err:  # noqa: BLE001 - a reply the backend garbled ends that episode only
+                    episode.fail(f"could not record the reply: {type(err).__name__}: {err}")
             running = [e for e in episodes if e.state is State.RUNNING_TOOLS]
             if running:
                 toolbox.run(running)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from runtime.protocols import CodeProtocol, HermesProtocol, OpenAIProtocol, Protocol
+from tools.registry import get_op
 from tools.toolset import Invocation
 
 QWEN_STOP = ("<|im_end|>",)
@@ -92,12 +93,15 @@ class BoxConvention:
     min_side: int | None = None
 
     def apply(self, invocation: Invocation) -> Invocation:
-        overrides = {k: v for k, v in (("units", self.units), ("bounds", self.bounds), ("min_side", self.min_side))
-                     if v is not None}
-        if not overrides:
-            return invocation
-        steps = tuple(replace(s, args={**s.args, **overrides}) if s.op == "crop" else s for s in invocation.steps)
-        return replace(invocation, steps=steps)
+        """`units` applies to every step with coordinates (crops and drawings), `bounds` and `min_side`
+        to crops."""
+        steps = []
+        for step in invocation.steps:
+            names = {p.name for p in get_op(step.op).params}
+            overrides = {k: v for k, v in (("units", self.units), ("bounds", self.bounds), ("min_side", self.min_side))
+                         if v is not None and k in names and (k == "units" or step.op == "crop")}
+            steps.append(replace(step, args={**step.args, **overrides}) if overrides else step)
+        return replace(invocation, steps=tuple(steps))
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ PROFILES: dict[str, ModelProfile] = {p.name: p for p in (
                  budgets=Budgets(max_turns=15, max_tool_calls=15), answer_with_calls="calls"),
     ModelProfile("openai", OpenAIProtocol(tool_images="user")),
     ModelProfile("visualtoolbench", OpenAIProtocol(name="openai-visualtoolbench", tool_images="user"),
-                 code_tool="python_image_processing", budgets=Budgets(max_tool_calls=20)),
+                 code_tool="python_image_processing"),
 )}
 
 

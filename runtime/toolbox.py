@@ -16,17 +16,18 @@ from typing import Sequence
 import numpy as np
 from PIL import Image
 
-from runtime.code_tools import CodeContext, CodeTool, Saved
+from runtime.code_tools import CodeContext, CodeTool, Saved, get_code_tool
 from runtime.episode import Episode
 from runtime.profiles import Budgets, ModelProfile
 from runtime.protocols import Observation, Protocol
 from tools.executor import Executor
 from tools.images import DEFAULT_MAX_PIXELS, to_array
 from tools.registry import ToolError
-from tools.toolset import Invocation, ToolSet, execute
+from tools.toolset import ToolSet, execute
 from tools.toolsets import get_toolset
 
-SCRATCH_IMAGE = re.compile(r"^image_(\d+)\.png$")
+SCRATCH_IMAGE = re.compile(r"^image_(\d{1,9})\.png$")
+MAX_CODE_THREADS = 32  # episodes whose cells run at once; the sandbox pool bounds the rest
 
 
 class ToolBox:
@@ -34,6 +35,8 @@ class ToolBox:
                  executor: Executor | None = None, sandbox=None, cell_timeout_s: float | None = None, max_pixels: int = DEFAULT_MAX_PIXELS):
         self.toolset = get_toolset(toolset) if isinstance(toolset, str) else toolset
         self.code_tools = {tool.name: tool for tool in code_tools}
+        if len(self.code_tools) != len(code_tools):
+            raise ValueError(f"two code tools share a name: {[tool.name for tool in code_tools]}")
         if self.code_tools and sandbox is None:
             raise ValueError("code tools need a sandbox: pass sandbox=runtime.sandbox.SandboxPool()")
         clash = set(self.code_tools) & set(self.toolset.names() if self.toolset else ())
@@ -44,19 +47,32 @@ class ToolBox:
         self.cell_timeout_s = cell_timeout_s
         self.max_pixels = max_pixels
 
+    @classmethod
+    def for_profile(cls, profile: ModelProfile, sandbox=None, **kwargs) -> "ToolBox":
+        """The tools a model was trained with: its profile's tool set and code tool."""
+        code_tools = [get_code_tool(profile.code_tool)] if profile.code_tool else []
+        return cls(profile.toolset, code_tools, sandbox=sandbox, **kwargs)
+
     def start(self, model: ModelProfile | Protocol, question: str, images: Sequence, system: str | None = None,
               budgets: Budgets | None = None, meta: dict | None = None) -> Episode:
         """A new episode with these tools (see `Episode.start`): a sandbox session is opened for code tools
         (the question and schemas may name its paths) and the tool schemas go into the trajectory."""
         arrays = [to_array(picture, self.max_pixels) for picture in images]
+        if self.code_tools and not arrays:
+            raise ValueError("code tools hand the task's image to the code: give at least one image")
         context = session = None
         if self.code_tools:
             session, context = self._open_session(arrays)
-        for tool in self.code_tools.values():
-            question = tool.question(question, context)
-        schemas = list(self.toolset.schemas()) if self.toolset else []
-        schemas += [tool.schema(context) for tool in self.code_tools.values() if tool.schema]
-        episode = Episode.start(model, question, arrays, system, schemas, budgets, meta)
+        try:
+            for tool in self.code_tools.values():
+                question = tool.question(question, context)
+            schemas = list(self.toolset.schemas()) if self.toolset else []
+            schemas += [tool.schema(context) for tool in self.code_tools.values() if tool.schema]
+            episode = Episode.start(model, question, arrays, system, schemas, budgets, meta, self.max_pixels)
+        except BaseException:
+            if session is not None:
+                session.close()
+            raise
         if session is not None:
             episode.resources["sandbox"] = session
         return episode
@@ -80,11 +96,11 @@ class ToolBox:
                         source = self._resolve(episode, invocation.image)
                         extras = {p: self._resolve(episode, ref) for p, ref in invocation.extra_images.items()}
                         image_jobs.append((episode, pending, replace(invocation, extra_images=extras), source))
-                    except ToolError as err:
-                        out[pending.id] = _error(str(err))
+                    except Exception as err:  # noqa: BLE001 - whatever a model's arguments do, it is an observation
+                        out[pending.id] = _error(str(err) if isinstance(err, ToolError) else f"{type(err).__name__}: {err}")
         self._run_images(image_jobs, results)
         if code_jobs:
-            with ThreadPoolExecutor(max_workers=len(code_jobs)) as pool:
+            with ThreadPoolExecutor(max_workers=min(len(code_jobs), MAX_CODE_THREADS)) as pool:
                 for episode, observations in pool.map(self._run_code, code_jobs.values()):
                     results[id(episode)].update(observations)
         for episode in episodes:
@@ -100,7 +116,11 @@ class ToolBox:
                 continue
             indices, text = (), json.dumps(output.data, ensure_ascii=False, default=_plain) if output.data else ""
             if output.image is not None:
-                index = episode.add_image(output.image)
+                try:
+                    index = episode.add_image(output.image)
+                except Exception as err:  # noqa: BLE001 - e.g. a result over the episode's max_pixels
+                    results[id(episode)][pending.id] = _error(str(err))
+                    continue
                 indices = (index,)
                 if isinstance(invocation.image, str):  # a path-based tool set: the result is a file too
                     text = f"Saved to {self.image_path(episode, index)}" + (f"\n{text}" if text else "")
@@ -115,10 +135,17 @@ class ToolBox:
             if not isinstance(code, str) or not code.strip():
                 observations[pending.id] = _error("the 'code' argument must be a non-empty string of Python code")
                 continue
-            result = session.run(code, self.cell_timeout_s)
+            try:
+                result = session.run(code, self.cell_timeout_s)
+            except Exception as err:  # noqa: BLE001 - e.g. the sandbox could not start a worker
+                observations[pending.id] = _error(f"the sandbox failed: {err}")
+                continue
             saved, notes = [], []
             for path in result.images:
                 if not tool.collect.match(path.name):
+                    continue
+                if episode.images_left == 0:
+                    notes.append(f"Not shown: {path.name} (the episode's image budget is spent)")
                     continue
                 try:
                     saved.append(Saved(path, episode.add_image(to_array(path, self.max_pixels))))

@@ -7,7 +7,7 @@ of parts, `{"type": "text", "text": ...}` or `{"type": "image", "image": i}` whe
     {"role": "system" | "user", "content": [parts]}
     {"role": "assistant", "content": [parts], "tool_calls": [               # tool_calls only when present
         {"id": "call_0", "type": "function", "function": {"name": ..., "arguments": "<JSON string>"}}]}
-    {"role": "tool", "tool_call_id": "call_0" | None, "name": ..., "content": [parts]}
+    {"role": "tool", "tool_call_id": "call_0" | None, "name": ..., "content": [parts], "error": bool}
 
 Arguments are JSON strings (as in the OpenAI API and in Arrow files, where a dict column would need one
 schema for every tool). A tool message whose `tool_call_id` is None answers a call that could not be
@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -85,7 +86,15 @@ class Trajectory:
             _check_image(array, i)
         for i, message in enumerate(self.messages):
             _check_message(message, len(self.images), i)
-        json.dumps([self.tools, self.meta])  # both must be JSON
+        for name in ("messages", "tools", "meta"):  # what is written must read back equal
+            value = getattr(self, name)
+            try:
+                same = json.loads(json.dumps(value, allow_nan=False)) == value
+            except (TypeError, ValueError) as err:
+                raise TrajectoryError(f"{name} is not JSON: {err}") from None
+            if not same:
+                raise TrajectoryError(f"{name} would not read back equal from JSON (tuples, non-string keys?): "
+                                      "use lists and string keys")
 
     def to_dict(self, image_dir: str | Path) -> dict:
         """A JSON-serializable dict; images are written to `image_dir` (once per distinct image)."""
@@ -130,9 +139,10 @@ def save_image(array: np.ndarray, image_dir: str | Path) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         buffer = io.BytesIO()
         Image.fromarray(array).save(buffer, format="PNG", compress_level=1)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(buffer.getvalue())
-        tmp.replace(path)  # atomic: a crash never leaves a half-written image under its final name
+        handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(handle, "wb") as f:
+            f.write(buffer.getvalue())
+        os.replace(tmp, path)  # atomic: a crash never leaves a half-written image under its final name
     return key
 
 
@@ -150,10 +160,13 @@ def load_image(key: str, image_dir: str | Path) -> np.ndarray:
 def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], image_dir: str | Path | None = None,
                 append: bool = False) -> int:
     """Write trajectories as JSON lines, images under `image_dir` (default: `images/` beside the file).
-    Each line is flushed as it is written, so an interrupted writer loses at most the line in flight."""
+    Each line is flushed as it is written, so an interrupted writer loses at most the line in flight;
+    `append=True` first cuts such a partial line, then adds after the last whole one."""
     path = Path(path)
     image_dir = Path(image_dir) if image_dir else path.parent / "images"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if append and path.exists():
+        _drop_partial_line(path)
     count = 0
     with open(path, "a" if append else "w", encoding="utf-8") as f:
         for trajectory in trajectories:
@@ -177,9 +190,33 @@ def read_jsonl(path: str | Path, image_dir: str | Path | None = None) -> Iterato
             except json.JSONDecodeError as err:
                 raise TrajectoryError(f"{path}:{number}: not a JSON line ({err.msg})") from None
             try:
-                yield Trajectory.from_dict(data, image_dir)
-            except (KeyError, TypeError) as err:
-                raise TrajectoryError(f"{path}:{number}: not a trajectory ({err!r})") from None
+                trajectory = Trajectory.from_dict(data, image_dir)
+            except (KeyError, TypeError, AttributeError, TrajectoryError) as err:
+                raise TrajectoryError(f"{path}:{number}: not a trajectory ({err})") from None
+            yield trajectory
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut a last line that a killed writer left without its newline, so appending starts a clean line."""
+    with open(path, "rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        position = size
+        while position > 0:
+            step = min(65536, position)
+            f.seek(position - step)
+            chunk = f.read(step)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                f.truncate(position - step + newline + 1)
+                return
+            position -= step
+        f.truncate(0)
 
 
 def _check_image(array, index: int) -> None:

@@ -59,7 +59,7 @@ class Observation:
 @dataclass(frozen=True)
 class Protocol:
     """How one model family spells tool calls and where their results go. Subclasses implement
-    `render` and `parse`; `record` stores a parsed completion in the trajectory."""
+    `render` (trajectory -> prompt) and `parse` (completion -> text, calls, answer)."""
 
     name: str = ""
     stop: tuple[str, ...] = ()
@@ -75,6 +75,16 @@ class Protocol:
         """Canonical content of a tool message: images first, then text (as Qwen's tool turns show them)."""
         return [{"type": "image", "image": i} for i in observation.images] + (
             [text(observation.text)] if observation.text else [])
+
+
+def reply_text(completion) -> str:
+    """A completion's text, whatever shape a backend gave it: a string, a reply dict whose content is a
+    string or a list of text parts, or nothing."""
+    if isinstance(completion, dict):
+        completion = completion.get("content")
+    if isinstance(completion, list):
+        return "".join(p["text"] for p in completion if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return completion if isinstance(completion, str) else ""
 
 
 def capped(calls: list[Call], limit: int | None) -> tuple[Call, ...]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, wire_parts
+from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, reply_text, wire_parts
 from runtime.trajectory import Trajectory
 
 CODE_TOOL = "python"  # the call name code blocks get in the trajectory
@@ -42,7 +42,7 @@ class CodeProtocol(Protocol):
             raise ValueError(f"style must be one of {STYLES}, got {self.style!r}")
 
     def parse(self, completion: str | dict) -> Parsed:
-        completion = completion if isinstance(completion, str) else (completion.get("content") or "")
+        completion = self._closed(reply_text(completion))
         matches = list(BLOCK.finditer(completion))
         if self.first_block_only and matches:
             matches = matches[:1]
@@ -56,6 +56,14 @@ class CodeProtocol(Protocol):
                 calls.append(Call(CODE_TOOL, {"code": code}, "the <code> block is empty; put Python code inside it"))
         outside = BLOCK.sub("", completion)  # an <answer> written inside code is not one
         return Parsed(completion, capped(calls, self.max_calls_per_turn), last_tag(outside, "answer"))
+
+    def _closed(self, completion: str) -> str:
+        """Servers strip the stop string that ended a generation; the history must show it as generated."""
+        for tag in ("code", "answer"):
+            start = completion.rfind(f"<{tag}>")
+            if start >= 0 and f"</{tag}>" not in completion[start:] and f"</{tag}>" in self.stop:
+                return completion + f"</{tag}>"
+        return completion
 
     def render(self, trajectory: Trajectory) -> Prompt:
         images: list = []

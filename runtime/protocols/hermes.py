@@ -14,7 +14,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, read_json, wire_parts
+from runtime.protocols.base import (Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, read_json, reply_text,
+                                     wire_parts)
 from runtime.trajectory import Trajectory, message_text
 
 TOOLS_HEADER = (
@@ -95,15 +96,14 @@ class HermesProtocol(Protocol):
 
     def parse(self, completion: str | dict) -> Parsed:
         """Calls are read from every `<tool_call>` block. When all blocks parse, they leave the text and go
-        to `tool_calls` (the template writes them back); when one does not, or `verbatim` is set, the
-        text is kept exactly as generated, blocks included, and the renderer does not add them again."""
-        completion = completion if isinstance(completion, str) else (completion.get("content") or "")
-        if not isinstance(completion, str):
-            completion = ""
+        to `tool_calls` (the template writes them back); when one does not, or would not render back as
+        written but for whitespace (escaped quotes, duplicate keys, number spellings), or `verbatim` is set,
+        the text is kept exactly as generated, blocks included, and the renderer does not add them again."""
+        completion = reply_text(completion)
         blocks = list(_blocks(completion))
         calls = [_read_call(body) for _, _, body in blocks]
         answer = last_tag(_outside(completion, blocks), "answer")  # an <answer> quoted in arguments is not one
-        if self.verbatim or not all(c.parsed for c in calls):
+        if self.verbatim or not all(c.parsed and _canonical(c, body) for c, (_, _, body) in zip(calls, blocks)):
             return Parsed(completion, capped(calls, self.max_calls_per_turn), answer)
         kept, cursor = [], 0
         for start, end, _ in blocks:
@@ -131,6 +131,11 @@ def _blocks(text: str):
         chosen = next((c for c in closes if _is_json(text[body_start:c])), closes[0])
         yield start, chosen + len(CLOSE), text[body_start:chosen]
         position = chosen + len(CLOSE)
+
+
+def _canonical(call: Call, body: str) -> bool:
+    rendered = call_block(call.name, call.arguments_json())[len(OPEN):-len(CLOSE)]
+    return re.sub(r"\s", "", rendered) == re.sub(r"\s", "", body)
 
 
 def _outside(text: str, spans) -> str:

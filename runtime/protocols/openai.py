@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, read_json, wire_parts
+from runtime.protocols.base import (Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, read_json, reply_text,
+                                     wire_parts)
 from runtime.trajectory import Trajectory, message_text
 
 
@@ -22,13 +23,9 @@ class OpenAIProtocol(Protocol):
 
     def parse(self, completion: str | dict) -> Parsed:
         """`completion` is the reply message (`{"content": ..., "tool_calls": [...]}`) or its text."""
-        if isinstance(completion, str):
-            return Parsed(completion, (), last_tag(completion, "answer"))
-        content = completion.get("content") or ""
-        if isinstance(content, list):
-            content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-        elif not isinstance(content, str):
-            content = ""
+        content = reply_text(completion)
+        if not isinstance(completion, dict):
+            return Parsed(content, (), last_tag(content, "answer"))
         raw_calls = completion.get("tool_calls") or []
         calls = [_read_call(raw, k) for k, raw in enumerate(raw_calls if isinstance(raw_calls, list) else [raw_calls])]
         return Parsed(content, capped(calls, self.max_calls_per_turn), last_tag(content, "answer"))
@@ -36,14 +33,15 @@ class OpenAIProtocol(Protocol):
     def render(self, trajectory: Trajectory) -> Prompt:
         images: list = []
         messages: list[dict] = []
-        pending: list[dict] = []  # images of the current run of tool messages, sent after it
+        pending: list[dict] = []  # what the current run of tool messages cannot carry, sent after it
         for message in trajectory.messages:
             if message["role"] != "tool" and pending:
                 messages.append({"role": "user", "content": merge_text(wire_parts(pending, trajectory.images, images))})
                 pending = []
             if message["role"] == "tool" and message.get("tool_call_id") is None:
-                # it answers a call that could not be read, so no tool_call_id exists to answer
-                messages.append({"role": "user", "content": merge_text(wire_parts(message["content"], trajectory.images, images))})
+                # it answers a call that could not be read: no tool_call_id exists, so it goes in the user
+                # message after the run of tool messages (servers reject anything between them)
+                pending += message["content"]
             elif message["role"] == "tool":
                 wired = {"role": "tool", "tool_call_id": message.get("tool_call_id"), "name": message.get("name")}
                 if self.tool_images == "tool":

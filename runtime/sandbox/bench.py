@@ -207,7 +207,7 @@ def format_report(r: dict) -> str:
         f"crop + save of a 1024x1024 PNG (inputs -> crop 512x512 -> outputs, collected): {pct(crop)}",
         f"  the same code in this process, no sandbox, interleaved: {pct(r['crop_save_in_process'])}; "
         f"sandbox overhead p50 {r['crop_save_overhead_ms']:.1f} ms (median of the paired differences)",
-        f"worker memory not shared with the zygote after these cells: "
+        "worker memory not shared with the zygote after these cells: "
         + (f"{private:.0f} MB" if private is not None else "unknown (no /proc/<pid>/smaps_rollup)"),
         f"{conc['episodes']} concurrent episodes on {m['cores']} cores (open, 4 cells incl. crop + save, close): "
         f"{conc['ok']}/{conc['episodes']} ok ({'PASS' if conc['ok'] == conc['episodes'] else 'FAIL'}), "

@@ -139,3 +139,36 @@ def test_many_code_episodes_run_concurrently(pool):
 def test_code_tools_need_a_sandbox():
     with pytest.raises(ValueError, match="need a sandbox"):
         ToolBox(None, [get_code_tool("thyme")])
+
+
+def test_the_stripped_stop_string_is_restored_in_the_history(pool):
+    profile, toolbox = toolbox_for("thyme", pool)
+    episode = toolbox.start(profile, "q", [demo_image(16, 16)])
+    scripted([episode], lambda e: ["<code>print(1)", "<answer>two"], toolbox)  # servers drop "</code>", "</answer>"
+    texts = [m["content"][0]["text"] for m in episode.trajectory.messages if m["role"] == "assistant"]
+    assert texts == ["<code>print(1)</code>", "<answer>two</answer>"] and episode.answer == "two"
+
+
+def test_code_images_stop_at_the_image_budget(pool):
+    profile, toolbox = toolbox_for("thyme", pool)
+    from runtime.profiles import Budgets
+    episode = toolbox.start(profile, "q", [demo_image(16, 16)], budgets=Budgets(max_images=3))
+    code = ("<code>import os\nfrom PIL import Image\nfor i in range(5):\n"
+            "    Image.new('RGB', (8, 8)).save(os.path.join(os.environ['PROCESSED_IMAGE_SAVE_PATH'], f'{i}.png'))</code>")
+    scripted([episode], lambda e: [code], toolbox)
+    assert len(episode.workspace) == 3 and episode.stop_reason is Stop.MAX_IMAGES
+    assert "Not shown: 2.png" in [m for m in episode.trajectory.messages if m["role"] == "tool"][0]["content"][-1]["text"]
+
+
+def test_start_without_an_image_is_refused_before_a_session_opens(pool):
+    profile, toolbox = toolbox_for("agentic_mme_gen", pool)
+    with pytest.raises(ValueError, match="at least one image"):
+        toolbox.start(profile, "q", [])
+
+
+def test_for_profile_gives_the_trained_tools(pool):
+    toolbox = ToolBox.for_profile(get_profile("deepeyes"))
+    assert [s["function"]["name"] for s in toolbox.toolset.schemas()] == ["image_zoom_in_tool"]
+    assert list(ToolBox.for_profile(get_profile("thyme"), sandbox=pool).code_tools) == ["python"]
+    with pytest.raises(ValueError, match="share a name"):
+        ToolBox(None, [get_code_tool("thyme"), get_code_tool("pyvision")], sandbox=pool)

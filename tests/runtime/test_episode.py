@@ -172,3 +172,61 @@ def test_bad_budget_and_policy_are_rejected():
         Budgets(max_turns=0)
     with pytest.raises(ValueError, match="answer_with_calls"):
         ModelProfile("x", HERMES, answer_with_calls="both")
+
+
+def test_call_ids_stay_unique_when_a_server_reuses_them():
+    toolbox = ToolBox("default")
+    episode = toolbox.start(OpenAIProtocol(), "q", [demo_image(16, 16)])
+    episode.prompt()
+    pending = episode.submit({"content": "", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "flip", "arguments": "{}"}},
+        {"type": "function", "function": {"name": "nope", "arguments": "{}"}},
+        {"id": "call_1", "type": "function", "function": {"name": "flip", "arguments": "{}"}}]})
+    assert len({p.id for p in pending}) == 3 and pending[0].id == "call_1"
+    toolbox.run([episode])
+    texts = [m["content"][-1].get("text", "") for m in episode.trajectory.messages if m["role"] == "tool"]
+    assert "unknown tool 'nope'" in texts[1]
+
+
+def test_skipped_calls_do_not_spend_the_tool_budget():
+    deepeyes = ModelProfile("one-per-turn", HermesProtocol(max_calls_per_turn=1), budgets=Budgets(max_tool_calls=2))
+    toolbox = ToolBox("default")
+    episode = toolbox.start(deepeyes, "q", [demo_image(16, 16)])
+    drive(toolbox, [episode], [[call("flip") * 3, call("flip"), "<answer>a</answer>"]])
+    assert episode.stop_reason is Stop.ANSWER and episode.tool_calls == 2
+
+
+def test_a_turn_over_the_tool_budget_runs_what_fits_and_answers_the_rest():
+    toolbox = ToolBox("default")
+    episode = toolbox.start(ModelProfile("b", HERMES, budgets=Budgets(max_tool_calls=2)), "q", [demo_image(16, 16)])
+    drive(toolbox, [episode], [[call("flip") * 3]])
+    tools = [m for m in episode.trajectory.messages if m["role"] == "tool"]
+    assert episode.stop_reason is Stop.MAX_TOOL_CALLS and len(episode.workspace) == 3
+    assert [m["error"] for m in tools] == [False, False, True] and "budget" in tools[2]["content"][-1]["text"]
+
+
+def test_openai_unreadable_call_errors_follow_the_tool_messages():
+    toolbox = ToolBox("default")
+    episode = toolbox.start(OpenAIProtocol(), "q", [demo_image(16, 16)])
+    episode.prompt()
+    episode.submit({"content": "", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "flip", "arguments": "{}"}}, {"id": "x"},
+        {"id": "b", "type": "function", "function": {"name": "flip", "arguments": "{}"}}]})
+    toolbox.run([episode])
+    roles = [m["role"] for m in OpenAIProtocol().render(episode.trajectory).messages]
+    assert roles == ["user", "assistant", "tool", "tool", "user"]
+
+
+def test_draw_boxes_follow_the_profile_units_too():
+    toolbox = ToolBox("default")
+    episode = toolbox.start(get_profile("qwen3_vl"), "q", [np.zeros((100, 200, 3), np.uint8)])
+    drive(toolbox, [episode], [[call("draw_box", box=[0, 0, 500, 500], thickness=-1), "<answer>x</answer>"]])
+    painted = episode.workspace[1].any(axis=2)
+    assert painted[:50, :100].all() and not painted[60:, 110:].any()
+
+
+def test_garbled_replies_fail_only_their_episode():
+    toolbox = ToolBox("default")
+    good, bad = (toolbox.start(HERMES, "q", [demo_image(16, 16)]) for _ in range(2))
+    drive(toolbox, [good, bad], [["<answer>a</answer>"], [None]])
+    assert good.stop_reason is Stop.ANSWER and bad.stop_reason is Stop.FINAL_MESSAGE and bad.answer == ""

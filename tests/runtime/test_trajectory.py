@@ -41,9 +41,7 @@ def test_a_line_cut_by_a_crash_is_skipped_and_appending_resumes(tmp_path):
     with open(path, "a") as f:
         f.write('{"version": 1, "messages": [')  # a writer killed mid-line
     assert len(list(read_jsonl(path))) == 1
-    lines = path.read_text().splitlines(keepends=True)
-    path.write_text("".join(l for l in lines if l.endswith("\n")))
-    write_jsonl(path, [sample()], append=True)
+    write_jsonl(path, [sample()], append=True)  # the partial line is cut first
     assert len(list(read_jsonl(path))) == 2
 
 
@@ -89,3 +87,25 @@ def test_version_mismatch_is_explained(tmp_path):
     data["version"] = 99
     with pytest.raises(TrajectoryError, match="version"):
         Trajectory.from_dict(data, tmp_path)
+
+
+def test_meta_that_would_not_read_back_equal_is_refused(tmp_path):
+    for meta in ({"box": (1, 2)}, {1: "a"}, {"score": float("nan")}):
+        with pytest.raises(TrajectoryError, match="meta"):
+            Trajectory(meta=meta).to_dict(tmp_path)
+
+
+def test_a_bad_line_is_named(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text("[1]\n")
+    with pytest.raises(TrajectoryError, match="data.jsonl:1"):
+        list(read_jsonl(path))
+
+
+def test_threads_saving_the_same_image_do_not_collide(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    from runtime.trajectory import save_image
+    array = demo_image(64, 64, seed=3)
+    with ThreadPoolExecutor(8) as pool:
+        keys = set(pool.map(lambda _: save_image(array, tmp_path), range(32)))
+    assert len(keys) == 1 and [p.suffix for p in tmp_path.iterdir()] == [".png"]
