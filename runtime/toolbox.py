@@ -141,14 +141,15 @@ class ToolBox:
                 observations[pending.id] = _error(f"the sandbox failed: {err}")
                 continue
             saved, notes = [], []
-            for path in result.images:
+            for copy, name in zip(result.images, result.image_names):
+                path = session.output_dir / name  # where the code saved it: what the model is told
                 if not tool.collect.match(path.name):
                     continue
                 if episode.images_left == 0:
                     notes.append(f"Not shown: {path.name} (the episode's image budget is spent)")
                     continue
-                try:
-                    saved.append(Saved(path, episode.add_image(to_array(path, self.max_pixels))))
+                try:  # read the sandbox's own copy, never the file the code can still change
+                    saved.append(Saved(path, episode.add_image(to_array(copy, self.max_pixels))))
                 except Exception as err:  # noqa: BLE001 - an unreadable output file is reported, not fatal
                     notes.append(f"Could not read {path.name}: {err}")
             text = "\n".join([tool.describe(result, saved), *notes]).strip("\n")

@@ -347,6 +347,35 @@ def check_swap(suite, session, result):
     return "the collected image stays a regular file: the process is frozen (SIGSTOP) until the next run()"
 
 
+def check_timer_wake(suite, session, result):
+    if [p.name for p in result.images] != ["z.png"]:
+        raise Breach(f"expected z.png to be collected, got {result.images}")
+    blocked = _ctypes_all_failed(result)
+    time.sleep(0.6)  # a SIGCONT timer would wake the frozen process 0.3 s after the cell and swap z.png
+    data = result.images[0].read_bytes()
+    if not data.startswith(b"\x89PNG") or suite.sentinel_text.encode() in data:
+        raise Breach("the collected image changed after the cell")
+    return (f"{blocked}; and the caller reads the sandbox's own copy of z.png, made while the process was "
+            "frozen, so a late swap could not reach it anyway")
+
+
+def check_deep_frame(suite, session, result):
+    _needs(result, restarted=True)
+    if "garbage on its channel" not in (result.error or ""):
+        raise Breach(f"unexpected error: {result.error}")
+    return "run() returns: the frame counts as a crash, the process is killed, the next cell gets a fresh one"
+
+
+def check_deep_dirs(suite, session, result):
+    if not result.ok:
+        raise Breach(f"the setup failed: {result.error}")
+    directory = session.directory
+    session.close()
+    if directory.exists():
+        raise Breach("closing the session left its directory")
+    return "closing the session deletes all of it (an iterative delete: no recursion limit to hit)"
+
+
 def check_forge(suite, session, result):
     _needs(result, restarted=True)
     if "garbage on its channel" not in (result.error or ""):
@@ -574,6 +603,48 @@ for fd in fds:
     os.write(fd, struct.pack(">I", len(forged)) + forged)
     os.write(fd, struct.pack(">I", 1 << 31) + b"garbage")
 ''', check_forge),
+    Attack("timer_wake", "arm a POSIX timer (and an F_SETSIG I/O signal) to send SIGCONT after the cell, waking the "
+           "frozen process to swap a collected image for a symlink", '''
+import fcntl, os, threading, time
+from PIL import Image
+libc = _ctypes.CDLL(None, use_errno=True)
+Image.new("RGB", (8, 8)).save("outputs/z.png")
+event = (_ctypes.c_int * 16)(0, 18, 0)  # sigevent: SIGEV_SIGNAL, SIGCONT
+timer = _ctypes.c_int()
+attempt_rc("timer_create(SIGCONT)", lambda: libc.syscall($nr_timer_create, 1, event, _ctypes.byref(timer)))
+r, w = os.pipe()
+attempt("fcntl(F_SETSIG, SIGCONT)", lambda: fcntl.fcntl(r, 10, 18))
+def swap():
+    time.sleep(0.3)
+    os.symlink("$sentinel", "outputs/z.tmp")
+    os.replace("outputs/z.tmp", "outputs/z.png")
+threading.Thread(target=swap, daemon=True).start()
+''', check_timer_wake),
+    Attack("deep_frame", "send the parent a frame of JSON nested 100,000 deep (under the size cap)", '''
+import os, stat, struct
+body = b'{"id": 1, "x": ' + b"[" * 100000 + b"]" * 100000 + b"}"
+for fd in range(3, 256):
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            os.write(fd, struct.pack(">I", len(body)) + body)
+    except OSError:
+        pass
+''', check_deep_frame),
+    Attack("deep_dirs", "nest 1,500 directories in the work dir, so that a recursive delete at close fails", '''
+import os
+fd = os.open(".", os.O_RDONLY)
+for _ in range(1500):
+    os.mkdir("d", dir_fd=fd)
+    deeper = os.open("d", os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = deeper
+''', check_deep_dirs),
+    Attack("outlive_parent", "clear its parent-death signal and become dumpable, to outlive a killed evaluation", '''
+libc = _ctypes.CDLL(None, use_errno=True)
+attempt_rc("prctl(PR_SET_PDEATHSIG, 0)", lambda: libc.prctl(1, 0, 0, 0, 0))
+attempt_rc("prctl(PR_SET_DUMPABLE, 1)", lambda: libc.prctl(4, 1, 0, 0, 0))
+attempt_rc("prctl(PR_SET_CHILD_SUBREAPER, 1)", lambda: libc.prctl(36, 1, 0, 0, 0))
+''', lambda suite, session, result: _ctypes_all_failed(result)),
     Attack("namespaces_mounts", "unshare a user namespace, mount a tmpfs, chroot, make a block device node for "
            "the disk", '''
 import os, stat

@@ -38,7 +38,7 @@ X86_64 = {
     "process_madvise": 440, "process_mrelease": 448, "migrate_pages": 256, "move_pages": 279, "mknod": 133,
     "mknodat": 259, "personality": 135, "uselib": 134, "nfsservctl": 180, "memfd_secret": 447,
     "modify_ldt": 154, "seccomp": 317, "landlock_create_ruleset": 444, "landlock_add_rule": 445,
-    "landlock_restrict_self": 446, "capset": 126, "prctl": 157,
+    "landlock_restrict_self": 446, "capset": 126, "prctl": 157, "timer_create": 222, "mq_notify": 244, "fcntl": 72,
 }
 AARCH64 = {  # the generic table: no fork/vfork/mknod (only clone/mknodat), no x86 port I/O calls
     "socket": 198, "socketpair": 199, "connect": 203, "bind": 200, "listen": 201, "accept": 202, "accept4": 242,
@@ -56,7 +56,8 @@ AARCH64 = {  # the generic table: no fork/vfork/mknod (only clone/mknodat), no x
     "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "process_madvise": 440,
     "process_mrelease": 448, "migrate_pages": 238, "move_pages": 239, "mknodat": 33, "personality": 92,
     "nfsservctl": 42, "memfd_secret": 447, "seccomp": 277, "landlock_create_ruleset": 444,
-    "landlock_add_rule": 445, "landlock_restrict_self": 446, "capset": 91, "prctl": 167,
+    "landlock_add_rule": 445, "landlock_restrict_self": 446, "capset": 91, "prctl": 167, "timer_create": 107,
+    "mq_notify": 184, "fcntl": 25,
 }
 # audit arch tokens (linux/audit.h): the filter kills a process whose syscall comes in under another ABI
 ARCHES = {"x86_64": (0xC000003E, X86_64), "aarch64": (0xC00000B7, AARCH64)}
@@ -152,6 +153,9 @@ DENY = {
                      "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "open_by_handle_at",
                      "name_to_handle_at", "quotactl", "quotactl_fd", "swapon", "swapoff", "mknod", "mknodat"),
                     errno.EPERM),
+    # POSIX timers and message-queue notifications can signal the worker (SIGCONT!) while the parent
+    # holds it stopped between cells; Python's own timeout uses setitimer, which sends only SIGALRM.
+    **dict.fromkeys(("timer_create", "mq_notify"), errno.EPERM),
     **dict.fromkeys(("init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
                      "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
                      "setdomainname"), errno.EPERM),
@@ -159,6 +163,9 @@ DENY = {
 # Allowed only when the first argument is the worker itself: kill(pid | 0 | -pid) (after setsid the worker
 # is alone in its process group), tgkill / rt_(tg)sigqueueinfo(pid, ...). So signals reach no other process.
 SELF_ONLY = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+# Denied argument values: prctl options that would let the worker outlive the zygote (PDEATHSIG), adopt
+# orphans or become dumpable; fcntl(F_SETSIG), which picks the signal of I/O notifications (SIGCONT).
+DENY_ARG = (("prctl", 16, (1, 4, 36)), ("fcntl", 24, (10,)))  # (syscall, offset of the argument, values)
 
 
 def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
@@ -200,6 +207,10 @@ def seccomp_program(arch: str, pid: int) -> bytes:
         _insn(BPF_RET_K, 0, 0, RET_ALLOW),
         _insn(BPF_RET_K, 0, 0, eperm),
     ]
+    for name, offset, values in DENY_ARG:
+        prog += [_insn(BPF_JEQ_K, 0, len(values) + 3, table[name]), _insn(BPF_LD_W_ABS, 0, 0, offset)]
+        prog += [_insn(BPF_JEQ_K, len(values) - k, 0, value) for k, value in enumerate(values)]
+        prog += [_insn(BPF_RET_K, 0, 0, RET_ALLOW), _insn(BPF_RET_K, 0, 0, eperm)]
     for name in SELF_ONLY[1:]:
         prog += [
             _insn(BPF_JEQ_K, 0, 4, table[name]),

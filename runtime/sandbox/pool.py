@@ -31,6 +31,8 @@ from runtime.sandbox.worker import REQUEST_LIMIT, HEADER, ProtocolError, decode_
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 LAYERS = ("seccomp", "landlock", "netns")  # what SandboxConfig.disable may switch off
 MAX_CODE_CHARS = 1_000_000
+MAX_IMAGES_PER_CELL = 64
+MAX_IMAGE_BYTES_PER_CELL = 256 << 20
 SCAN_LIMIT = 10_000  # entries looked at under output_dir per cell (a million empty files must not stall us)
 SCAN_DEPTH = 8
 # As root, each session's worker runs as a uid of its own from this range (no passwd entry needed):
@@ -75,8 +77,12 @@ class CellResult:
     error: str | None        # e.g. "ZeroDivisionError: division by zero" plus the traceback lines in the user's code
     timed_out: bool
     restarted: bool          # the worker died or was killed; the NEXT run() gets a fresh worker and variables are lost
-    images: tuple[Path, ...] = ()  # image files created or modified under output_dir by this cell, in name order
+    # Images the cell created or modified under output_dir, in name order: `images` are the parent's own
+    # copies (read while the worker was frozen, never through a symlink), `image_names` their paths
+    # relative to output_dir, as the code wrote them.
+    images: tuple[Path, ...] = ()
     duration_s: float = 0.0
+    image_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -345,10 +351,64 @@ def _scan(directory: Path) -> dict[str, tuple]:
     return found
 
 
-def _new_images(directory: Path, before: dict[str, tuple], max_bytes: int) -> tuple[Path, ...]:
+def _collect(directory: Path, before: dict[str, tuple], max_bytes: int,
+             destination: Path) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+    """Copy the images new or changed under `directory` into `destination` (the parent's own folder):
+    callers read the copies, so nothing the code does after the cell can swap what they read."""
     after = _scan(directory)
-    return tuple(directory / rel for rel in sorted(after) if rel.lower().endswith(IMAGE_SUFFIXES)
-                 and after[rel][3] <= max_bytes and before.get(rel) != after[rel])
+    names = [rel for rel in sorted(after) if rel.lower().endswith(IMAGE_SUFFIXES) and after[rel][3] <= max_bytes
+             and before.get(rel) != after[rel] and _plain_name(rel)][:MAX_IMAGES_PER_CELL]
+    copies, kept, total = [], [], 0
+    for rel in names:
+        data = _read_nofollow(directory, rel, max_bytes)
+        if data is None:
+            continue
+        total += len(data)
+        if total > MAX_IMAGE_BYTES_PER_CELL:
+            break
+        target = destination / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        copies.append(target)
+        kept.append(rel)
+    return tuple(copies), tuple(kept)
+
+
+def _plain_name(rel: str) -> bool:
+    """UTF-8 encodable and free of control characters: names a caller can print, log and store."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not any(ord(c) < 32 or ord(c) == 127 for c in rel)
+
+
+def _read_nofollow(directory: Path, rel: str, max_bytes: int) -> bytes | None:
+    """A regular file's bytes, every path component opened with O_NOFOLLOW; None if anything differs."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fds = []
+    try:
+        fds.append(os.open(directory, flags | os.O_DIRECTORY))
+        *parents, name = rel.split("/")
+        for part in parents:
+            fds.append(os.open(part, flags | os.O_DIRECTORY, dir_fd=fds[-1]))
+        fds.append(os.open(name, flags | os.O_NONBLOCK, dir_fd=fds[-1]))
+        st = os.fstat(fds[-1])
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        with os.fdopen(os.dup(fds[-1]), "rb") as f:
+            data = f.read(max_bytes + 1)
+        return data if len(data) <= max_bytes else None
+    except OSError:
+        return None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _clean(text):
+    """Text from a worker as valid UTF-8 (a forged frame may carry lone surrogates)."""
+    return text.encode("utf-8", "replace").decode("utf-8") if isinstance(text, str) else text
 
 
 # --- sessions -------------------------------------------------------------------------------------------
@@ -426,19 +486,21 @@ class SandboxSession:
                 "raised in it (it caught it, or was stuck in C code); its Python process was killed. Variables "
                 "from earlier cells are lost; the next run starts a fresh process.\n"), True, True, (),
                 time.perf_counter() - start)
-        except (EOFError, OSError, ProtocolError, KeyError) as err:
+        except (EOFError, OSError, ProtocolError, KeyError, TypeError, ValueError, RecursionError, MemoryError) as err:
             status = self._lose_worker()
             return CellResult(False, "", "", _crash_message(err, status, config), False, True, (),
                               time.perf_counter() - start)
         if not worker.freeze():
             self._lose_worker()
-            return CellResult(False, *fields[1:3], (fields[3] or "") + (
+            return CellResult(False, *map(_clean, fields[1:3]), _clean(fields[3] or "") + (
                 "the cell's process could not be paused after the cell (a thread stuck in the kernel?); it was "
                 "killed and its images were not collected. The next run starts a fresh process.\n"),
                 fields[4], True, (), time.perf_counter() - start)
-        images = _new_images(self.output_dir, before, config.max_image_mb << 20)
+        fields = tuple(_clean(field) for field in fields)
+        images, names = _collect(self.output_dir, before, config.max_image_mb << 20,
+                                 self.directory / "collected" / f"cell-{self._cells}")
         return CellResult(fields[0], fields[1], fields[2], fields[3], fields[4], False, images,
-                          time.perf_counter() - start)
+                          time.perf_counter() - start, names)
 
     def _lose_worker(self) -> str | None:
         worker, self._worker = self._worker, None
@@ -489,20 +551,43 @@ def _crash_message(err: Exception, status: str | None, config: SandboxConfig) ->
 
 
 def _rmtree(path: Path) -> None:
-    """Delete a session directory even where the code removed its own permissions on parts of it."""
-    def fix(function, name, _):
+    """Delete a session directory: without recursion (the code may nest directories thousands deep),
+    never following a symlink out of it, and even where the code removed its own permissions on parts of
+    it. What cannot be deleted is left, never raised: closing must go on."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        top = os.open(path, flags)
+    except OSError:
+        return
+    stack = [(top, None, None)]  # (dir fd, parent fd, name in parent)
+    while stack:
+        fd, parent, name = stack[-1]
+        descended = False
         try:
-            os.chmod(os.path.dirname(name), 0o700)
-            os.chmod(name, 0o700) if os.path.isdir(name) and not os.path.islink(name) else None
-            function(name)
+            os.fchmod(fd, 0o700)
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append((os.open(entry.name, flags, dir_fd=fd), fd, entry.name))
+                            descended = True
+                            break
+                        os.unlink(entry.name, dir_fd=fd)
+                    except OSError:
+                        continue
         except OSError:
             pass
-    if not path.exists():
-        return
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=fix)
-    else:
-        shutil.rmtree(path, onerror=fix)
+        if descended:
+            continue
+        stack.pop()
+        os.close(fd)
+        try:
+            if parent is None:
+                os.rmdir(path)
+            else:
+                os.rmdir(name, dir_fd=parent)
+        except OSError:
+            pass
 
 
 # --- the pool -------------------------------------------------------------------------------------------
@@ -731,10 +816,15 @@ class SandboxPool:
                 return
             self._closed = True
             sessions = list(self._sessions)
-        for session in sessions:
-            session.close()
-        if self._zygote is not None:
-            self._zygote.kill()
+        try:
+            for session in sessions:
+                try:
+                    session.close()
+                except Exception:  # noqa: BLE001 - every other session and the zygote must still go
+                    pass
+        finally:
+            if self._zygote is not None:
+                self._zygote.kill()
         if self._own_root:
             _rmtree(self.root)
         else:  # a root the caller gave: only what the pool made in it

@@ -73,8 +73,8 @@ def _read(sock: socket.socket, size: int, deadline: float | None) -> bytes:
 def decode_body(body: bytes) -> dict:
     try:
         message = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ProtocolError(f"a frame that is not JSON ({err})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as err:
+        raise ProtocolError(f"a frame that is not JSON ({type(err).__name__})") from None
     if not isinstance(message, dict):
         raise ProtocolError(f"a frame that is not a JSON object ({type(message).__name__})")
     return message

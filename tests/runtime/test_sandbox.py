@@ -162,7 +162,9 @@ def test_images_are_collected_from_output_dir_only(session):
     )
     result = session.run(code)
     assert result.ok, result.error
-    assert [p.relative_to(session.output_dir).as_posix() for p in result.images] == ["a.JPG", "b.png", "sub/c.webp"]
+    assert list(result.image_names) == ["a.JPG", "b.png", "sub/c.webp"]
+    assert [p.name for p in result.images] == ["a.JPG", "b.png", "c.webp"]  # the sandbox's own copies
+    assert not any(session.output_dir in p.parents for p in result.images)
     assert all(p.is_file() and not p.is_symlink() for p in result.images)
     assert session.output_dir == session.work_dir / "outputs"
     # only files new or changed by this cell
