@@ -1,0 +1,67 @@
+"""A generated task: the image and question a model sees, the answer, and the tool calls that solve it
+(the reference trajectory). `audit` replays those calls through the agent runtime and `tools/` and
+checks the task's evidence, so every sample is proven solvable with the tools it claims to need."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from runtime.episode import Episode, State
+from runtime.profiles import ModelProfile
+from runtime.protocols import HermesProtocol
+from runtime.toolbox import ToolBox
+from runtime.trajectory import Trajectory
+
+REFERENCE_PROFILE = ModelProfile("reference", HermesProtocol(tools_in="system"))
+
+
+class AuditError(AssertionError):
+    pass
+
+
+@dataclass(frozen=True)
+class Sample:
+    task: str
+    id: str
+    image: np.ndarray  # what the model sees: uint8 RGB (H, W, 3)
+    question: str
+    answer: str
+    toolset: str  # the tool set the reference calls use
+    calls: tuple[dict, ...]  # the reference: {"name": ..., "arguments": {...}}, one turn each
+    evidence: dict = field(default_factory=dict)  # what the audit compares against (e.g. the upright render)
+    meta: dict = field(default_factory=dict)  # generation parameters: seed, difficulty, font, angle, ...
+
+
+def reference_episode(sample: Sample, toolbox: ToolBox | None = None) -> Episode:
+    """The reference trajectory, played through the runtime: each call is one assistant turn, its result
+    comes back from `tools/`, and the last turn answers."""
+    toolbox = toolbox or ToolBox(sample.toolset)
+    episode = toolbox.start(REFERENCE_PROFILE, sample.question, [sample.image], meta={"task": sample.task,
+                                                                                       "id": sample.id})
+    for call in sample.calls:
+        episode.prompt()
+        block = json.dumps({"name": call["name"], "arguments": call["arguments"]}, ensure_ascii=False)
+        episode.submit(f"<tool_call>\n{block}\n</tool_call>")
+        if episode.state is not State.RUNNING_TOOLS:
+            raise AuditError(f"{sample.id}: the reference call {call} did not run ({episode.stop_reason})")
+        toolbox.run([episode])
+    episode.prompt()
+    episode.submit(f"<answer>{sample.answer}</answer>")
+    return episode
+
+
+def audit(sample: Sample, check: Callable[[Sample, list[np.ndarray]], None]) -> Trajectory:
+    """Replay the reference and run the task's check on the workspace; returns the trajectory."""
+    episode = reference_episode(sample)
+    try:
+        errors = [m for m in episode.trajectory.messages if m["role"] == "tool" and m.get("error")]
+        if errors:
+            raise AuditError(f"{sample.id}: a reference call failed: {errors[0]['content']}")
+        check(sample, episode.workspace)
+        return episode.trajectory
+    finally:
+        episode.close()

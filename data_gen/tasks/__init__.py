@@ -1,0 +1,15 @@
+"""Task generators. Each module has `NAME`, `generate(seed, difficulty, ...) -> Sample` and
+`check(sample, workspace)`, the audit's task-specific evidence check."""
+
+from types import ModuleType
+
+from data_gen.tasks import rotated_ocr
+
+TASKS: dict[str, ModuleType] = {m.NAME: m for m in (rotated_ocr,)}
+
+
+def get_task(name: str) -> ModuleType:
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; available: {', '.join(TASKS)}") from None

@@ -1,0 +1,50 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+from PIL import Image
+
+from data_gen.make import build
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pilot_export_round_trips(tmp_path):
+    build("rotated_ocr", 12, 4, tmp_path, "medium", "quarter", 1, ("direct", "agentic"), "test pilot")
+    for form, images, roles in (("direct", 1, ["user", "assistant"]),
+                                ("agentic", 2, ["system", "user", "assistant", "user", "assistant"])):
+        files = {split: str(tmp_path / form / "data" / f"{split}-00000-of-00001.parquet") for split in ("train", "test")}
+        parquet = datasets.load_dataset("parquet", data_files=files)
+        disk = datasets.load_from_disk(str(tmp_path / form / "hf"))
+        for loaded in (parquet, disk):
+            assert (len(loaded["train"]), len(loaded["test"])) == (12, 4)
+            assert "Image" in repr(loaded["train"].features["images"])
+            row = loaded["train"][0]
+            assert [m["role"] for m in row["messages"]] == roles and row["form"] == form
+            assert len(row["images"]) == images and all(isinstance(im, Image.Image) for im in row["images"])
+            placeholders = sum(p["type"] == "image" for m in row["messages"] for p in m["content"])
+            assert placeholders == images
+        assert parquet["train"]["id"] == disk["train"]["id"]
+        card = (tmp_path / form / "README.md").read_text()
+        assert card.startswith("---\nconfigs:") and "path: data/train-*.parquet" in card and '"n": 12' in card
+    agentic = datasets.load_from_disk(str(tmp_path / "agentic" / "hf"))["train"][0]["messages"]
+    assert agentic[3]["content"][0]["text"] == "<tool_response>\n" and agentic[3]["content"][2]["text"] == "\n</tool_response>"
+    assert '"name": "rotate"' in agentic[2]["content"][0]["text"]
+    assert agentic[4]["content"][0]["text"].startswith("<answer>")
+
+
+def test_cli_runs_with_workers(tmp_path):
+    result = subprocess.run([sys.executable, "data_gen/make.py", "sft", "--task", "rotated_ocr", "--n", "8",
+                             "--n-test", "2", "--angles", "any", "--forms", "agentic", "--workers", "2",
+                             "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "10 samples audited and exported" in result.stdout
+    assert (tmp_path / "agentic" / "data" / "train-00000-of-00001.parquet").is_file()
+    assert not (tmp_path / "direct").exists()
+
+
+def test_cli_rejects_an_unknown_task(tmp_path):
+    result = subprocess.run([sys.executable, "data_gen/make.py", "sft", "--task", "nope", "--n", "2",
+                             "--out", str(tmp_path), "--workers", "1"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2 and "unknown task 'nope'" in result.stderr and "Traceback" not in result.stderr
