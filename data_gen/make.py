@@ -2,6 +2,7 @@
 
     python data_gen/make.py pilot --out data/pilot            # TIR-Bench's pilot: rotated OCR, direct + agentic
     python data_gen/make.py sft --task rotated_ocr --n 1000 --out data/rot --angles any
+    python data_gen/make.py sheet --out docs/data_gen_samples.png   # a contact sheet of every task
 
 Every sample is generated from its seed, its reference calls are replayed through the tools and
 audited, and a sample that fails the audit stops the run with its id (a generator bug, not noise).
@@ -18,9 +19,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import datasets  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from data_gen.contact_sheet import contact_sheet  # noqa: E402
 from data_gen.export import export, png, to_dataset  # noqa: E402
+from data_gen.rl import TRL_COLUMNS, TRL_FEATURES, VERL_COLUMNS, VERL_FEATURES, trl_row, verl_row  # noqa: E402
 from data_gen.sample import audit  # noqa: E402
 from data_gen.sft import FORMS, agentic_row, direct_row  # noqa: E402
 from data_gen.tasks import get_task  # noqa: E402
@@ -40,11 +44,35 @@ def sft_rows(job: tuple) -> dict[str, dict]:
             for form, row in rows.items()}
 
 
-def generate(jobs: list[tuple], workers: int, label: str) -> list[dict[str, dict]]:
+def rl_rows(job: tuple) -> dict[str, dict]:
+    """The verl and TRL rows of one audited sample."""
+    task_name, seed, difficulty, angles, split, index = job
+    task = get_task(task_name)
+    sample = task.generate(seed, difficulty, angles)
+    audit(sample, task.check)
+    return {"verl": verl_row(sample, task.SCORER, split, index), "trl": trl_row(sample, task.SCORER)}
+
+
+def generate(jobs: list[tuple], workers: int, label: str, make=sft_rows) -> list[dict[str, dict]]:
     if workers <= 1:
-        return [sft_rows(job) for job in tqdm(jobs, desc=label, unit="sample")]
+        return [make(job) for job in tqdm(jobs, desc=label, unit="sample")]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
-        return list(tqdm(pool.imap(sft_rows, jobs, chunksize=64), total=len(jobs), desc=label, unit="sample"))
+        return list(tqdm(pool.imap(make, jobs, chunksize=64), total=len(jobs), desc=label, unit="sample"))
+
+
+def build_rl(task: str, n: int, n_test: int, out: Path, difficulty: str, angles: str, workers: int,
+             seed: int = 0) -> dict:
+    started = time.perf_counter()
+    splits = {"train": [(task, seed + k, difficulty, angles, "train", k) for k in range(n)],
+              "test": [(task, TEST_SEED_OFFSET + seed + k, difficulty, angles, "test", k) for k in range(n_test)]}
+    rows = {split: generate(jobs, workers, split, rl_rows) for split, jobs in splits.items()}
+    config = {"task": task, "n": n, "n_test": n_test, "difficulty": difficulty, "angles": angles, "seed": seed,
+              "test_seed_offset": TEST_SEED_OFFSET, "scorer": get_task(task).SCORER}
+    for layout, features, columns in (("verl", VERL_FEATURES, VERL_COLUMNS), ("trl", TRL_FEATURES, TRL_COLUMNS)):
+        data = {split: datasets.Dataset.from_list([r[layout] for r in split_rows], features=features)
+                for split, split_rows in rows.items()}
+        export(data, out / layout, config, f"tirlab {task} RL prompts ({layout})", columns)
+    return {"samples": n + n_test, "total_s": time.perf_counter() - started}
 
 
 def build(task: str, n: int, n_test: int, out: Path, difficulty: str, angles: str, workers: int,
@@ -73,19 +101,35 @@ def main(argv: list[str] | None = None) -> None:
     sft.add_argument("--difficulty", default="medium")
     sft.add_argument("--angles", default="quarter")
     sft.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS)
-    for p in (pilot, sft):
+    rl = sub.add_parser("rl", help="RL prompts for one task, in verl's and TRL's layouts")
+    rl.add_argument("--task", required=True)
+    rl.add_argument("--n", type=int, required=True)
+    rl.add_argument("--difficulty", default="medium")
+    rl.add_argument("--angles", default="quarter")
+    for p in (pilot, sft, rl):
         p.add_argument("--out", type=Path, required=True)
         p.add_argument("--n-test", type=int, default=500)
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--workers", type=int, default=multiprocessing.cpu_count())
+    sheet = sub.add_parser("sheet", help="a contact-sheet PNG of audited samples of every task")
+    sheet.add_argument("--out", type=Path, required=True)
+    sheet.add_argument("--per-task", type=int, default=4)
     args = parser.parse_args(argv)
+    if args.command == "sheet":
+        print(f"contact sheet written to {contact_sheet(args.out, args.per_task)}")
+        return
     if args.n < 1 or args.n_test < 0:
         parser.error("--n must be at least 1 and --n-test at least 0")
-    if args.command == "sft":
+    if args.command in ("sft", "rl"):
         try:
             get_task(args.task).generate(args.seed, args.difficulty, args.angles)
         except ValueError as err:  # a bad task or parameter: say so before starting workers
             parser.error(str(err))
+    if args.command == "rl":
+        result = build_rl(args.task, args.n, args.n_test, args.out, args.difficulty, args.angles, args.workers,
+                          args.seed)
+        print(f"{result['samples']:,} RL prompts audited and exported to {args.out} in {result['total_s']:.1f} s")
+        return
     if args.command == "pilot":
         result = build("rotated_ocr", args.n, args.n_test, args.out, "medium", "quarter", args.workers, FORMS,
                        "tirlab rotated-OCR pilot", args.seed)

@@ -1,5 +1,5 @@
-"""Task generators. Each module has `NAME`, `generate(seed, difficulty, ...) -> Sample` and
-`check(sample, workspace)`, the audit's task-specific evidence check."""
+"""Task generators. Each module has `NAME`, `SCORER` (the name of its answer scorer in `eval.scorers`),
+`generate(seed, difficulty, ...) -> Sample` and `check(sample, workspace)`, the audit's evidence check."""
 
 from types import ModuleType
 

@@ -21,6 +21,7 @@ from tools.executor import Executor, ToolCall
 
 NAME = "rotated_ocr"
 QUESTION = "What is the text in the image? Answer with the text only."
+SCORER = "text_match"  # eval.scorers
 QUARTERS = ((90, 0.25), (180, 0.5), (270, 0.25))
 WORDS_PER_LINE = {"easy": (1, 1), "medium": (2, 3), "hard": (3, 5)}
 LINES = {"easy": 1, "medium": 1, "hard": 2}

@@ -48,3 +48,36 @@ def test_cli_rejects_an_unknown_task(tmp_path):
     result = subprocess.run([sys.executable, "data_gen/make.py", "sft", "--task", "nope", "--n", "2",
                              "--out", str(tmp_path), "--workers", "1"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 2 and "unknown task 'nope'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_contact_sheet_shows_every_task(tmp_path):
+    from data_gen.contact_sheet import CAPTION, CELL, contact_sheet
+    from data_gen.tasks import TASKS
+    from PIL import Image as PILImage
+    with PILImage.open(contact_sheet(tmp_path / "sheet.png", per_task=2)) as sheet:
+        assert sheet.size == (2 * CELL, len(TASKS) * (CELL + CAPTION))
+
+
+def test_docs_contact_sheet_is_current():
+    from data_gen.contact_sheet import CAPTION, CELL
+    from data_gen.tasks import TASKS
+    with Image.open(ROOT / "docs" / "data_gen_samples.png") as sheet:
+        assert sheet.size[1] == len(TASKS) * (CELL + CAPTION), "regenerate: python data_gen/make.py sheet --out docs/data_gen_samples.png"
+
+
+def test_rl_export_in_verl_and_trl_layouts(tmp_path):
+    from data_gen.make import build_rl
+    from eval.scorers import get_scorer
+    build_rl("rotated_ocr", 6, 2, tmp_path, "medium", "quarter", 1)
+    verl = datasets.load_dataset("parquet", data_files=str(tmp_path / "verl" / "data" / "train-*.parquet"))["train"]
+    row = verl[0]
+    assert set(row) == {"data_source", "prompt", "images", "ability", "env_name", "reward_model", "extra_info"}
+    assert row["prompt"][0]["content"].startswith("<image>") and row["data_source"] == "tirlab/rotated_ocr"
+    assert isinstance(row["images"][0], Image.Image) and row["env_name"] == "tir_rotate"
+    scorer = get_scorer(row["extra_info"]["scorer"])
+    truth = row["reward_model"]["ground_truth"]
+    assert scorer(f"<answer>{truth}</answer>", truth) == 1.0 and scorer("<answer>nope</answer>", truth) == 0.0
+    trl = datasets.load_from_disk(str(tmp_path / "trl" / "hf"))
+    assert len(trl["train"]) == 6 and len(trl["test"]) == 2
+    assert [p["type"] for p in trl["train"][0]["prompt"][0]["content"]] == ["image", "text"]
+    assert verl["extra_info"][0]["id"] == trl["train"][0]["id"]
