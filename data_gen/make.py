@@ -35,9 +35,9 @@ TEST_SEED_OFFSET = 10_000_000  # test seeds never overlap training seeds
 
 def sft_rows(job: tuple) -> dict[str, dict]:
     """Both SFT forms of one audited sample: {"direct": row, "agentic": row}."""
-    task_name, seed, difficulty, angles = job
+    task_name, seed, difficulty, options = job
     task = get_task(task_name)
-    sample = task.generate(seed, difficulty, angles)
+    sample = task.generate(seed, difficulty, **options)
     trajectory = audit(sample, task.check)
     rows = {"direct": direct_row(sample), "agentic": agentic_row(trajectory)}
     return {form: {**row, "images": [png(im) for im in row["images"]], "id": sample.id, "form": form}
@@ -46,9 +46,9 @@ def sft_rows(job: tuple) -> dict[str, dict]:
 
 def rl_rows(job: tuple) -> dict[str, dict]:
     """The verl and TRL rows of one audited sample."""
-    task_name, seed, difficulty, angles, split, index = job
+    task_name, seed, difficulty, options, split, index = job
     task = get_task(task_name)
-    sample = task.generate(seed, difficulty, angles)
+    sample = task.generate(seed, difficulty, **options)
     audit(sample, task.check)
     return {"verl": verl_row(sample, task.SCORER, split, index), "trl": trl_row(sample, task.SCORER)}
 
@@ -60,13 +60,13 @@ def generate(jobs: list[tuple], workers: int, label: str, make=sft_rows) -> list
         return list(tqdm(pool.imap(make, jobs, chunksize=64), total=len(jobs), desc=label, unit="sample"))
 
 
-def build_rl(task: str, n: int, n_test: int, out: Path, difficulty: str, angles: str, workers: int,
+def build_rl(task: str, n: int, n_test: int, out: Path, difficulty: str, options: dict, workers: int,
              seed: int = 0) -> dict:
     started = time.perf_counter()
-    splits = {"train": [(task, seed + k, difficulty, angles, "train", k) for k in range(n)],
-              "test": [(task, TEST_SEED_OFFSET + seed + k, difficulty, angles, "test", k) for k in range(n_test)]}
+    splits = {"train": [(task, seed + k, difficulty, options, "train", k) for k in range(n)],
+              "test": [(task, TEST_SEED_OFFSET + seed + k, difficulty, options, "test", k) for k in range(n_test)]}
     rows = {split: generate(jobs, workers, split, rl_rows) for split, jobs in splits.items()}
-    config = {"task": task, "n": n, "n_test": n_test, "difficulty": difficulty, "angles": angles, "seed": seed,
+    config = {"task": task, "n": n, "n_test": n_test, "difficulty": difficulty, "options": options, "seed": seed,
               "test_seed_offset": TEST_SEED_OFFSET, "scorer": get_task(task).SCORER}
     for layout, features, columns in (("verl", VERL_FEATURES, VERL_COLUMNS), ("trl", TRL_FEATURES, TRL_COLUMNS)):
         data = {split: datasets.Dataset.from_list([r[layout] for r in split_rows], features=features)
@@ -75,13 +75,13 @@ def build_rl(task: str, n: int, n_test: int, out: Path, difficulty: str, angles:
     return {"samples": n + n_test, "total_s": time.perf_counter() - started}
 
 
-def build(task: str, n: int, n_test: int, out: Path, difficulty: str, angles: str, workers: int,
+def build(task: str, n: int, n_test: int, out: Path, difficulty: str, options: dict, workers: int,
           forms: tuple[str, ...], name: str, seed: int = 0) -> dict:
     started = time.perf_counter()
-    train = generate([(task, seed + k, difficulty, angles) for k in range(n)], workers, "train")
-    test = generate([(task, TEST_SEED_OFFSET + seed + k, difficulty, angles) for k in range(n_test)], workers, "test")
+    train = generate([(task, seed + k, difficulty, options) for k in range(n)], workers, "train")
+    test = generate([(task, TEST_SEED_OFFSET + seed + k, difficulty, options) for k in range(n_test)], workers, "test")
     generated = time.perf_counter() - started
-    config = {"task": task, "n": n, "n_test": n_test, "difficulty": difficulty, "angles": angles, "seed": seed,
+    config = {"task": task, "n": n, "n_test": n_test, "difficulty": difficulty, "options": options, "seed": seed,
               "test_seed_offset": TEST_SEED_OFFSET, "forms": list(forms),
               "subsets": "the first N rows of train are the N-sample subset (seeds seed..seed+N-1)"}
     for form in forms:
@@ -99,13 +99,13 @@ def main(argv: list[str] | None = None) -> None:
     sft.add_argument("--task", required=True)
     sft.add_argument("--n", type=int, required=True)
     sft.add_argument("--difficulty", default="medium")
-    sft.add_argument("--angles", default="quarter")
+    sft.add_argument("--angles", help="rotated_ocr: quarter (default) or any")
     sft.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS)
     rl = sub.add_parser("rl", help="RL prompts for one task, in verl's and TRL's layouts")
     rl.add_argument("--task", required=True)
     rl.add_argument("--n", type=int, required=True)
     rl.add_argument("--difficulty", default="medium")
-    rl.add_argument("--angles", default="quarter")
+    rl.add_argument("--angles", help="rotated_ocr: quarter (default) or any")
     for p in (pilot, sft, rl):
         p.add_argument("--out", type=Path, required=True)
         p.add_argument("--n-test", type=int, default=500)
@@ -120,21 +120,24 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.n < 1 or args.n_test < 0:
         parser.error("--n must be at least 1 and --n-test at least 0")
+    options = {"angles": args.angles} if getattr(args, "angles", None) else {}
     if args.command in ("sft", "rl"):
         try:
-            get_task(args.task).generate(args.seed, args.difficulty, args.angles)
+            get_task(args.task).generate(args.seed, args.difficulty, **options)
         except ValueError as err:  # a bad task or parameter: say so before starting workers
             parser.error(str(err))
+        except TypeError:
+            parser.error(f"--angles does not apply to task {args.task!r}")
     if args.command == "rl":
-        result = build_rl(args.task, args.n, args.n_test, args.out, args.difficulty, args.angles, args.workers,
+        result = build_rl(args.task, args.n, args.n_test, args.out, args.difficulty, options, args.workers,
                           args.seed)
         print(f"{result['samples']:,} RL prompts audited and exported to {args.out} in {result['total_s']:.1f} s")
         return
     if args.command == "pilot":
-        result = build("rotated_ocr", args.n, args.n_test, args.out, "medium", "quarter", args.workers, FORMS,
-                       "tirlab rotated-OCR pilot", args.seed)
+        result = build("rotated_ocr", args.n, args.n_test, args.out, "medium", {"angles": "quarter"}, args.workers,
+                       FORMS, "tirlab rotated-OCR pilot", args.seed)
     else:
-        result = build(args.task, args.n, args.n_test, args.out, args.difficulty, args.angles, args.workers,
+        result = build(args.task, args.n, args.n_test, args.out, args.difficulty, options, args.workers,
                        tuple(args.forms), f"tirlab {args.task}", args.seed)
     print(f"{result['samples']:,} samples audited and exported to {args.out} in {result['total_s']:.1f} s "
           f"(generation and audit {result['generate_s']:.1f} s)")

@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 
 from runtime.episode import Episode, State
-from runtime.profiles import ModelProfile
+from runtime.profiles import Budgets, ModelProfile
 from runtime.protocols import HermesProtocol
 from runtime.toolbox import ToolBox
 from runtime.trajectory import Trajectory
@@ -40,8 +40,10 @@ def reference_episode(sample: Sample, toolbox: ToolBox | None = None) -> Episode
     """The reference trajectory, played through the runtime: each call is one assistant turn, its result
     comes back from `tools/`, and the last turn answers."""
     toolbox = toolbox or ToolBox(sample.toolset)
-    episode = toolbox.start(REFERENCE_PROFILE, sample.question, [sample.image], meta={"task": sample.task,
-                                                                                       "id": sample.id})
+    calls = len(sample.calls)  # budgets that fit the reference, however long (a 6x6 jigsaw makes 36 crops)
+    budgets = Budgets(max_turns=calls + 1, max_tool_calls=max(calls, 1), max_images=calls + 2)
+    episode = toolbox.start(REFERENCE_PROFILE, sample.question, [sample.image], budgets=budgets,
+                            meta={"task": sample.task, "id": sample.id})
     for call in sample.calls:
         episode.prompt()
         block = json.dumps({"name": call["name"], "arguments": call["arguments"]}, ensure_ascii=False)

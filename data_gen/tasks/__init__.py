@@ -3,9 +3,9 @@
 
 from types import ModuleType
 
-from data_gen.tasks import rotated_ocr
+from data_gen.tasks import color_proportion, jigsaw, rotated_ocr, rotation_game
 
-TASKS: dict[str, ModuleType] = {m.NAME: m for m in (rotated_ocr,)}
+TASKS: dict[str, ModuleType] = {m.NAME: m for m in (rotated_ocr, rotation_game, jigsaw, color_proportion)}
 
 
 def get_task(name: str) -> ModuleType:

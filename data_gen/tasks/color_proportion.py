@@ -5,11 +5,11 @@ rotated rectangles) drawn without anti-aliasing on a background, every pixel exa
 palette of clearly distinct named colors (`PALETTE`; no two within 21 levels on every RGB channel). The
 question names one color present in the picture and offers four percentages 8 points apart, like
 TIR-Bench's items (wrong options = truth +- 8, 16, 24 points): a window of 4 consecutive steps
-containing the truth is chosen at random among those that stay inside 0-100, and the options are listed
-in ascending order as A-D. The answer is the letter.
+containing the truth is chosen at random among those that stay inside 0-100, and the four values are
+listed as A-D in a seeded random order (sorted, a low truth would always be A). The answer is the letter.
 
-Difficulty: easy = 2-3 colors (background included), 2-4 big shapes; medium = 4-5 colors, 5-9
-mid-sized shapes; hard = 6-8 colors, 14-28 small, overlapping shapes of every kind. Colors stay exact
+Difficulty: easy = 2-3 colors (background included), 2-4 big shapes; medium = 4-5 colors, 6-10
+mid-sized shapes; hard = 6-8 colors, 24-40 small, overlapping shapes of every kind. Colors stay exact
 (no noise, no JPEG, no anti-aliasing), so a tight color range measures the share exactly.
 
 The reference calls the default tool set's `in_range` on image 0 in RGB with +-TOLERANCE around the
@@ -30,6 +30,7 @@ import numpy as np
 from data_gen.sample import AuditError, Sample
 
 NAME = "color_proportion"
+SCORER = "option_letter"  # eval.scorers
 PALETTE: dict[str, tuple[int, int, int]] = {
     "red": (230, 30, 30), "orange": (255, 140, 0), "yellow": (255, 225, 25), "green": (40, 170, 60),
     "cyan": (0, 210, 230), "blue": (30, 80, 220), "purple": (140, 60, 180), "pink": (255, 130, 190),
@@ -37,6 +38,8 @@ PALETTE: dict[str, tuple[int, int, int]] = {
 }
 NAMES = tuple(PALETTE)
 COLORS = np.array([PALETTE[n] for n in NAMES], np.uint8)
+_LUT = np.zeros((256, 1, 3), np.uint8)  # label -> RGB, as a cv2.LUT table (much faster than COLORS[labels])
+_LUT[:len(NAMES), 0] = COLORS
 TOLERANCE = 10  # +- per RGB channel in the reference in_range call
 STEP = 8.0  # percentage points between options (TIR-Bench)
 LETTERS = "ABCD"
@@ -47,9 +50,9 @@ MIN_TARGET_SHARE = 0.02  # the asked color covers at least 2% of the image
 SETTINGS = {  # colors (background included), shapes, image side, shape size as a share of the short side
     "easy": {"colors": (2, 3), "shapes": (2, 4), "side": (320, 480), "size": (0.30, 0.60),
              "kinds": ("rectangle", "circle", "ellipse")},
-    "medium": {"colors": (4, 5), "shapes": (5, 9), "side": (384, 560), "size": (0.15, 0.40),
+    "medium": {"colors": (4, 5), "shapes": (6, 10), "side": (384, 560), "size": (0.18, 0.42),
                "kinds": ("rectangle", "circle", "ellipse", "triangle", "polygon")},
-    "hard": {"colors": (6, 8), "shapes": (14, 28), "side": (448, 640), "size": (0.06, 0.22),
+    "hard": {"colors": (6, 8), "shapes": (24, 40), "side": (448, 640), "size": (0.08, 0.24),
              "kinds": ("rectangle", "circle", "ellipse", "triangle", "polygon", "rotated_rectangle")},
 }
 QUESTION = ("What percentage of the image area is {name}? Choose the closest option.\n"
@@ -68,7 +71,7 @@ def generate(seed: int, difficulty: str = "medium") -> Sample:
     for _ in range(100):  # redraw until every chosen color is visible; deterministic under the seed
         chosen = rng.sample(range(len(NAMES)), n_colors)
         labels, shapes = _render(rng, cfg, width, height, chosen[0], chosen[1:])
-        shares = np.bincount(labels.ravel(), minlength=len(NAMES)) / labels.size
+        shares = cv2.calcHist([labels], [0], None, [len(NAMES)], [0, len(NAMES)]).ravel() / labels.size
         candidates = [c for c in chosen if MIN_TARGET_SHARE <= shares[c] <= 1 - MIN_TARGET_SHARE]
         if candidates and all(shares[c] >= MIN_COLOR_SHARE for c in chosen):
             break
@@ -78,14 +81,17 @@ def generate(seed: int, difficulty: str = "medium") -> Sample:
     truth = 100.0 * float(shares[target])
     windows = [k for k in range(4) if truth - STEP * k >= 0 and truth + STEP * (3 - k) <= 100]
     below = rng.choice(windows)  # how many options lie below the truth
-    options = {LETTERS[i]: round(truth + STEP * (i - below), 1) for i in range(4)}
+    values = [round(truth + STEP * (i - below), 1) for i in range(4)]
+    rng.shuffle(values)  # listed in a seeded order, so the letter does not give away low or high truths
+    options = dict(zip(LETTERS, values))
     name = NAMES[target]
     lower = [max(0, int(v) - TOLERANCE) for v in COLORS[target]]
     upper = [min(255, int(v) + TOLERANCE) for v in COLORS[target]]
     question = QUESTION.format(name=name, options="\n".join(f"{k}. {v:.1f}%" for k, v in options.items()))
+    image = cv2.LUT(cv2.merge([labels, labels, labels]), _LUT)
     return Sample(
-        task=NAME, id=f"{NAME}-{difficulty}-{seed}", image=COLORS[labels], question=question,
-        answer=LETTERS[below], toolset="default",
+        task=NAME, id=f"{NAME}-{difficulty}-{seed}", image=image, question=question,
+        answer=LETTERS[values.index(round(truth, 1))], toolset="default",
         calls=({"name": "in_range", "arguments": {"image_index": 0, "space": "rgb", "lower": lower,
                                                    "upper": upper, "output": "mask"}},),
         evidence={"labels": labels, "target": target},

@@ -1,8 +1,8 @@
 """Jigsaw (TIR-Bench's jigsaw game): an image cut into an N x N grid of equal tiles that were shuffled;
 the model gives the permutation that restores it.
 
-The source image is procedural and seeded: a smooth four-corner colour gradient, filled and outlined
-shapes (ellipses, rectangles, polygons, thick lines) and a few words from `data_gen.text` in its fonts,
+The source image is procedural and seeded: a smooth four-corner colour gradient, translucent outlined
+shapes over it (ellipses, rectangles, polygons, thick lines) and words from `data_gen.text` in its fonts,
 so that every tile is distinguishable (generation retries until all N*N tiles differ, which makes the
 answer unique). Width and height are multiples of N, so every tile is exactly (W/N) x (H/N) pixels.
 N = 3 (easy), 4 (medium), 5 or 6 (hard; TIR-Bench uses 3x3 to 6x6 grids).
@@ -17,6 +17,8 @@ order that restores the image: N*N calls, the k-th cropping shuffled tile answer
 that the crops are exactly the tiles, that they assembled row-major in call order equal the original
 (kept in `evidence["original"]`) pixel for pixel, that the answer is a permutation which, applied to the
 shuffled image, also restores the original, and that the original's tiles are pairwise distinct.
+N*N calls (up to 36, with 37 images) exceed the stock reference profile's budgets (10 turns, 20 calls,
+32 images) for N >= 4: replaying them needs budgets that scale with the number of calls.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from data_gen.sample import AuditError, Sample
 from data_gen.text import fonts, words
 
 NAME = "jigsaw"
+SCORER = "json_list"  # eval.scorers (exact list; TIR-Bench itself scores per-position accuracy)
 GRID = {"easy": (3,), "medium": (4,), "hard": (5, 6)}
 SIDE = (264, 432)  # width and height are drawn in this range, then rounded down to a multiple of N
 MAX_ATTEMPTS = 8  # redraws of the source image until all tiles differ (practically always the first)
@@ -53,9 +56,9 @@ def generate(seed: int, difficulty: str = "medium", base: int = 0) -> Sample:
     n = rng.choice(GRID[difficulty])
     tw, th = rng.randint(*SIDE) // n, rng.randint(*SIDE) // n
     for attempt in range(MAX_ATTEMPTS):
-        original, drawn = _source(rng, n * tw, n * th)
+        original, drawn = _source(rng, n * tw, n * th, n)
         tiles = _tiles(original, n)
-        if len({t.tobytes() for t in tiles}) == n * n:
+        if _distinct(tiles):
             break
     else:  # pragma: no cover - a flat image every time; the gradient and shapes make this vanishingly rare
         raise RuntimeError(f"{NAME}: seed {seed} drew {MAX_ATTEMPTS} images with identical tiles")
@@ -89,7 +92,7 @@ def check(sample: Sample, workspace: list[np.ndarray]) -> None:
     if not np.array_equal(workspace[0], sample.image):
         raise AuditError(f"{sample.id}: workspace image 0 is not the shuffled image")
     tiles = _tiles(original, n)
-    if len({t.tobytes() for t in tiles}) != n * n:
+    if not _distinct(tiles):
         raise AuditError(f"{sample.id}: two tiles of the original are identical, so the answer is not unique")
     crops = workspace[1:]
     if len(crops) != n * n:
@@ -120,6 +123,10 @@ def _tiles(image: np.ndarray, n: int) -> list[np.ndarray]:
     return [image[r * h:(r + 1) * h, c * w:(c + 1) * w] for r in range(n) for c in range(n)]
 
 
+def _distinct(tiles: list[np.ndarray]) -> bool:
+    return len({np.ascontiguousarray(t).tobytes() for t in tiles}) == len(tiles)
+
+
 def _assemble(tiles: list[np.ndarray], n: int) -> np.ndarray:
     return np.concatenate([np.concatenate(tiles[r * n:(r + 1) * n], axis=1) for r in range(n)], axis=0)
 
@@ -128,12 +135,12 @@ def _color(rng: random.Random, low: int = 0, high: int = 255) -> tuple[int, int,
     return tuple(rng.randint(low, high) for _ in range(3))
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
 def _font(path, size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(str(path), size)
 
 
-def _source(rng: random.Random, width: int, height: int) -> tuple[np.ndarray, dict]:
+def _source(rng: random.Random, width: int, height: int, n: int) -> tuple[np.ndarray, dict]:
     """The unshuffled picture: gradient, shapes, words. Returns the image and what was drawn."""
     corners = np.array([_color(rng, 30, 225) for _ in range(4)], np.float32).reshape(2, 2, 3)
     y = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None, None]
@@ -141,12 +148,14 @@ def _source(rng: random.Random, width: int, height: int) -> tuple[np.ndarray, di
     top = corners[0, 0] * (1 - x) + corners[0, 1] * x
     bottom = corners[1, 0] * (1 - x) + corners[1, 1] * x
     gradient = np.rint(top * (1 - y) + bottom * y).astype(np.uint8)
-    canvas = Image.fromarray(gradient)
-    draw = ImageDraw.Draw(canvas)
-    shapes = rng.randint(6, 12)
+    canvas = Image.fromarray(gradient).convert("RGBA")
+    layer = Image.new("RGBA", (width, height), (0, 0, 0, 0))  # shapes are translucent: the gradient shows
+    draw = ImageDraw.Draw(layer)                                # through, so no two tiles are flat and equal
+    shapes = rng.randint(2 * n, 3 * n + 3)  # more tiles, more shapes, so few tiles are bare gradient
     for _ in range(shapes):
         kind = rng.choice(("ellipse", "rectangle", "polygon", "line"))
-        fill, outline = _color(rng), _color(rng, 0, 90)
+        alpha = rng.randint(120, 220)
+        fill, outline = (*_color(rng), alpha), (*_color(rng, 0, 90), 255)
         cx, cy = rng.randint(0, width), rng.randint(0, height)
         rx, ry = rng.randint(12, width // 4), rng.randint(12, height // 4)
         box = [cx - rx, cy - ry, cx + rx, cy + ry]
@@ -159,11 +168,12 @@ def _source(rng: random.Random, width: int, height: int) -> tuple[np.ndarray, di
             draw.polygon(points, fill=fill, outline=outline)
         else:
             draw.line(box, fill=fill, width=rng.randint(3, 10))
+    canvas = Image.alpha_composite(canvas, layer).convert("RGB")
+    draw = ImageDraw.Draw(canvas)
     placed = []
-    for _ in range(rng.randint(3, 6)):
+    for _ in range(rng.randint(3, 3 + n)):
         word, font, size = rng.choice(words()), rng.choice(fonts()), rng.randint(18, 44)
         x0, y0 = rng.randint(0, max(0, width - size * 3)), rng.randint(0, max(0, height - size))
-        draw.text((x0, y0), word, font=_font(font, size), fill=_color(rng, 0, 255),
-                  stroke_width=1, stroke_fill=_color(rng, 0, 255))
+        draw.text((x0, y0), word, font=_font(font, size), fill=_color(rng, 0, 255))
         placed.append(word)
     return np.asarray(canvas).copy(), {"shapes": shapes, "words": placed}

@@ -28,12 +28,13 @@ from data_gen.text import fonts, words
 from tools.executor import Executor, ToolCall
 
 NAME = "rotation_game"
+SCORER = "option_letter"  # eval.scorers
 STEPS = {"easy": 15, "medium": 10, "hard": 5}  # options are multiples of this many degrees
 LETTERS = "ABCD"
 MAX_OFFSET = 4  # distractors lie within this many steps of the answer
 CENTRAL = 0.8  # share of each side of the upright image the audit compares
 MIN_EDGE_AGREEMENT = 0.75  # the answer's call: edges back in place (within a pixel) after two resamplings
-MIN_MARGIN = 0.2  # ... and this much better than every other option's call
+MIN_MARGIN = 0.25  # ... and this much better than every other option's call
 QUESTION = ("The image has been rotated. By how many degrees should it be rotated clockwise to restore its "
             "upright orientation?\n{options}\nAnswer with the option letter only.")
 _EXECUTOR = Executor(device="opencv")
@@ -69,8 +70,8 @@ def check(sample: Sample, workspace: list[np.ndarray]) -> None:
     degrees = [float(call["arguments"]["degree"]) for call in sample.calls]
     if sorted(degrees) != sorted(float(d) for d in options) or len(workspace) != len(degrees) + 1:
         raise AuditError(f"{sample.id}: the reference must try each option once: options {options}, calls {degrees}")
-    upright = sample.evidence["upright"]
-    scores = {d: _restored_score(upright, image) for d, image in zip(degrees, workspace[1:])}
+    score = _scorer(sample.evidence["upright"])
+    scores = {d: score(image) for d, image in zip(degrees, workspace[1:])}
     chosen = float(options[LETTERS.index(sample.answer)])
     best_other = max(s for d, s in scores.items() if d != chosen)
     if scores[chosen] < MIN_EDGE_AGREEMENT:
@@ -174,27 +175,38 @@ def _scene(rng: random.Random, size: int) -> tuple[np.ndarray, dict]:
 
 
 def _edges(image: np.ndarray) -> np.ndarray:
-    return cv2.Canny(cv2.cvtColor(image, cv2.COLOR_RGB2GRAY), 40, 120) > 0
+    return cv2.Canny(cv2.cvtColor(image, cv2.COLOR_RGB2GRAY), 40, 120)
 
 
-def _restored_score(upright: np.ndarray, restored: np.ndarray) -> float:
-    """Edge agreement of the upright image's central region with the same region of a result whose canvas
-    is centred on it (best over one-pixel shifts: the canvases may centre half a pixel apart)."""
+def _near(edges: np.ndarray) -> np.ndarray:
+    """Pixels within a pixel (3x3) of an edge."""
+    return cv2.dilate(edges, np.ones((3, 3), np.uint8)) > 0
+
+
+def _scorer(upright: np.ndarray):
+    """score(restored): edge agreement of the upright image's central region with the same region of a
+    result whose canvas is centred on it, both ways (share of each image's edges within a pixel of the
+    other's), best over one-pixel shifts since the canvases may centre half a pixel apart."""
     h, w = upright.shape[:2]
     ch, cw = int(h * CENTRAL), int(w * CENTRAL)
-    ref = _edges(upright)[(h - ch) // 2:(h - ch) // 2 + ch, (w - cw) // 2:(w - cw) // 2 + cw]
-    top, left = (restored.shape[0] - ch) // 2, (restored.shape[1] - cw) // 2
-    if top < 1 or left < 1 or top + ch + 1 > restored.shape[0] or left + cw + 1 > restored.shape[1]:
-        return 0.0  # too small a canvas to hold the upright image's centre
-    edges = _edges(restored[top - 1:top + ch + 1, left - 1:left + cw + 1])
-    kernel = np.ones((3, 3), np.uint8)
-    near_ref = cv2.dilate(ref.astype(np.uint8), kernel) > 0
-    best = 0.0
-    for dy in (0, 1, 2):
-        for dx in (0, 1, 2):
-            got = edges[dy:dy + ch, dx:dx + cw]
-            if not ref.any() or not got.any():
-                continue
-            near_got = cv2.dilate(got.astype(np.uint8), kernel) > 0
-            best = max(best, min(float(near_got[ref].mean()), float(near_ref[got].mean())))
-    return best
+    y0, x0 = (h - ch) // 2, (w - cw) // 2
+    full = _edges(upright)
+    ref, near_ref = full[y0:y0 + ch, x0:x0 + cw] > 0, _near(full)[y0:y0 + ch, x0:x0 + cw]
+    n_ref = np.count_nonzero(ref)
+
+    def score(restored: np.ndarray) -> float:
+        top, left = (restored.shape[0] - ch) // 2, (restored.shape[1] - cw) // 2
+        if top < 1 or left < 1 or top + ch + 1 > restored.shape[0] or left + cw + 1 > restored.shape[1]:
+            return 0.0  # too small a canvas to hold the upright image's centre
+        edges = _edges(restored[top - 1:top + ch + 1, left - 1:left + cw + 1])
+        got_all, near_all = edges > 0, _near(edges)
+        best = 0.0
+        for dy in (0, 1, 2):
+            for dx in (0, 1, 2):
+                got, near_got = got_all[dy:dy + ch, dx:dx + cw], near_all[dy:dy + ch, dx:dx + cw]
+                n_got = np.count_nonzero(got)
+                if n_ref and n_got:
+                    best = max(best, min(np.count_nonzero(near_got & ref) / n_ref, np.count_nonzero(near_ref & got) / n_got))
+        return best
+
+    return score

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_pilot_export_round_trips(tmp_path):
-    build("rotated_ocr", 12, 4, tmp_path, "medium", "quarter", 1, ("direct", "agentic"), "test pilot")
+    build("rotated_ocr", 12, 4, tmp_path, "medium", {"angles": "quarter"}, 1, ("direct", "agentic"), "test pilot")
     for form, images, roles in (("direct", 1, ["user", "assistant"]),
                                 ("agentic", 2, ["system", "user", "assistant", "user", "assistant"])):
         files = {split: str(tmp_path / form / "data" / f"{split}-00000-of-00001.parquet") for split in ("train", "test")}
@@ -68,7 +68,7 @@ def test_docs_contact_sheet_is_current():
 def test_rl_export_in_verl_and_trl_layouts(tmp_path):
     from data_gen.make import build_rl
     from eval.scorers import get_scorer
-    build_rl("rotated_ocr", 6, 2, tmp_path, "medium", "quarter", 1)
+    build_rl("rotated_ocr", 6, 2, tmp_path, "medium", {}, 1)
     verl = datasets.load_dataset("parquet", data_files=str(tmp_path / "verl" / "data" / "train-*.parquet"))["train"]
     row = verl[0]
     assert set(row) == {"data_source", "prompt", "images", "ability", "env_name", "reward_model", "extra_info"}
