@@ -33,7 +33,24 @@ MAX_CLOSE_TRIES = 8  # how many later closing tags a call may span when its JSON
 
 def tools_section(tools: list[dict]) -> str:
     """The tool list exactly as Qwen's templates write it (`tojson` = json.dumps without ASCII escaping)."""
-    return TOOLS_HEADER + "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools) + TOOLS_FOOTER
+    return TOOLS_HEADER + "".join("\n" + _schema_json(tool) for tool in tools) + TOOLS_FOOTER
+
+
+_SCHEMA_JSON: dict[int, tuple[dict, str]] = {}  # id(schema) -> (the schema, kept alive so ids stay unique; its JSON)
+
+
+def _schema_json(schema: dict) -> str:
+    """A schema's JSON, encoded once: every turn of every episode shows the same schema objects (a tool
+    set's), and encoding ~50 of them per prompt dominated replaying long references. Schemas are what a
+    model was shown, so they are never changed after an episode starts."""
+    hit = _SCHEMA_JSON.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    text = json.dumps(schema, ensure_ascii=False)
+    if len(_SCHEMA_JSON) >= 4096:  # trajectories loaded from disk bring fresh dicts: stay bounded
+        _SCHEMA_JSON.clear()
+    _SCHEMA_JSON[id(schema)] = (schema, text)
+    return text
 
 
 def call_block(name: str, arguments: str) -> str:

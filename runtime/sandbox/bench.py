@@ -78,14 +78,19 @@ def _zygote(preload: tuple[str, ...], sessions: int) -> dict:
     start = time.perf_counter()
     with SandboxPool(SandboxConfig(preload=preload)) as pool:
         pool_start = time.perf_counter() - start
-        times = []
-        for _ in range(sessions):
-            t = time.perf_counter()
-            session = pool.session()
-            times.append(time.perf_counter() - t)
-            session.close()
         return {"preload": list(preload), "pool_start_s": pool_start, "preload_s": pool._zygote.hello["preload_s"],
-                "session_start": _percentiles(times)}
+                "session_start": _session_starts(pool, sessions)}
+
+
+def _session_starts(pool: SandboxPool, n: int) -> dict:
+    """Percentiles of opening a session (fork + lock-down + first answer) n times."""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        session = pool.session()
+        times.append(time.perf_counter() - t)
+        session.close()
+    return _percentiles(times)
 
 
 def run(quick: bool = False) -> dict:
@@ -97,13 +102,7 @@ def run(quick: bool = False) -> dict:
     with SandboxPool() as pool:
         report["with_torch"] = {"preload": list(pool.config.preload), "pool_start_s": time.perf_counter() - start,
                                 "preload_s": pool._zygote.hello["preload_s"]}
-        starts = []
-        for _ in range(n_sessions):
-            t = time.perf_counter()
-            session = pool.session()
-            starts.append(time.perf_counter() - t)
-            session.close()
-        report["with_torch"]["session_start"] = _percentiles(starts)
+        report["with_torch"]["session_start"] = _session_starts(pool, n_sessions)
 
         with pool.session(inputs={"image.png": png}) as session:
             session.run("import os\nx = 0")

@@ -360,9 +360,7 @@ def check_timer_wake(suite, session, result):
 
 
 def check_deep_frame(suite, session, result):
-    _needs(result, restarted=True)
-    if "garbage on its channel" not in (result.error or ""):
-        raise Breach(f"unexpected error: {result.error}")
+    _channel_crash(result)
     return "run() returns: the frame counts as a crash, the process is killed, the next cell gets a fresh one"
 
 
@@ -377,10 +375,15 @@ def check_deep_dirs(suite, session, result):
 
 
 def check_forge(suite, session, result):
+    _channel_crash(result)
+    return "the oversized frame counts as a crash: the process is killed, the next cell gets a fresh one"
+
+
+def _channel_crash(result: CellResult) -> None:
+    """The worker was killed for what it sent on its channel, and run() said so."""
     _needs(result, restarted=True)
     if "garbage on its channel" not in (result.error or ""):
         raise Breach(f"unexpected error: {result.error}")
-    return "the oversized frame counts as a crash: the process is killed, the next cell gets a fresh one"
 
 
 def check_sigsys(suite, session, result):
