@@ -50,7 +50,7 @@ def rl_rows(job: tuple) -> dict[str, dict]:
     task = get_task(task_name)
     sample = task.generate(seed, difficulty, **options)
     audit(sample, task.check)
-    return {"verl": verl_row(sample, task.SCORER, split, index), "trl": trl_row(sample, task.SCORER)}
+    return {"verl": verl_row(sample, split, index), "trl": trl_row(sample)}
 
 
 def generate(jobs: list[tuple], workers: int, label: str, make=sft_rows) -> list[dict[str, dict]]:
@@ -67,7 +67,7 @@ def build_rl(task: str, n: int, n_test: int, out: Path, difficulty: str, options
               "test": [(task, TEST_SEED_OFFSET + seed + k, difficulty, options, "test", k) for k in range(n_test)]}
     rows = {split: generate(jobs, workers, split, rl_rows) for split, jobs in splits.items()}
     config = {"task": task, "n": n, "n_test": n_test, "difficulty": difficulty, "options": options, "seed": seed,
-              "test_seed_offset": TEST_SEED_OFFSET, "scorer": get_task(task).SCORER}
+              "test_seed_offset": TEST_SEED_OFFSET}
     for layout, features, columns in (("verl", VERL_FEATURES, VERL_COLUMNS), ("trl", TRL_FEATURES, TRL_COLUMNS)):
         data = {split: datasets.Dataset.from_list([r[layout] for r in split_rows], features=features)
                 for split, split_rows in rows.items()}

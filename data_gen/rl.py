@@ -40,7 +40,7 @@ TRL_FEATURES = datasets.Features({
 })
 
 
-def verl_row(sample: Sample, scorer: str, split: str, index: int) -> dict:
+def verl_row(sample: Sample, split: str, index: int) -> dict:
     return {
         "data_source": f"tirlab/{sample.task}",
         "prompt": [{"role": "user", "content": "<image>" + sample.question}],
@@ -48,16 +48,16 @@ def verl_row(sample: Sample, scorer: str, split: str, index: int) -> dict:
         "ability": sample.task,
         "env_name": sample.toolset,
         "reward_model": {"style": "rule", "ground_truth": sample.answer},
-        "extra_info": {"id": sample.id, "split": split, "index": index, "scorer": scorer, "question": sample.question},
+        "extra_info": {"id": sample.id, "split": split, "index": index, "scorer": sample.scorer, "question": sample.question},
     }
 
 
-def trl_row(sample: Sample, scorer: str) -> dict:
+def trl_row(sample: Sample) -> dict:
     return {
         "prompt": [{"role": "user", "content": [{"type": "image", "text": None},
                                                 {"type": "text", "text": sample.question}]}],
         "images": [png(sample.image)],
         "answer": sample.answer,
-        "scorer": scorer,
+        "scorer": sample.scorer,
         "id": sample.id,
     }

@@ -30,6 +30,7 @@ class Sample:
     image: np.ndarray  # what the model sees: uint8 RGB (H, W, 3)
     question: str
     answer: str
+    scorer: str  # how an answer is scored: a name in eval.scorers
     toolset: str  # the tool set the reference calls use
     calls: tuple[dict, ...]  # the reference: {"name": ..., "arguments": {...}}, one turn each
     evidence: dict = field(default_factory=dict)  # what the audit compares against (e.g. the upright render)
@@ -56,14 +57,25 @@ def reference_episode(sample: Sample, toolbox: ToolBox | None = None) -> Episode
     return episode
 
 
-def audit(sample: Sample, check: Callable[[Sample, list[np.ndarray]], None]) -> Trajectory:
-    """Replay the reference and run the task's check on the workspace; returns the trajectory."""
+Check = Callable[[Sample, list[np.ndarray], list[dict]], None]
+
+
+def audit(sample: Sample, check: Check) -> Trajectory:
+    """Replay the reference and run the task's check on the workspace (the episode's images) and the
+    reports (what each reference call returned besides an image: contours, counts, lengths...);
+    returns the trajectory."""
     episode = reference_episode(sample)
     try:
-        errors = [m for m in episode.trajectory.messages if m["role"] == "tool" and m.get("error")]
+        tool_messages = [m for m in episode.trajectory.messages if m["role"] == "tool"]
+        errors = [m for m in tool_messages if m.get("error")]
         if errors:
             raise AuditError(f"{sample.id}: a reference call failed: {errors[0]['content']}")
-        check(sample, episode.workspace)
+        check(sample, episode.workspace, [_report(m) for m in tool_messages])
         return episode.trajectory
     finally:
         episode.close()
+
+
+def _report(message: dict) -> dict:
+    text = "".join(part["text"] for part in message["content"] if part["type"] == "text")
+    return json.loads(text) if text else {}

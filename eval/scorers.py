@@ -47,6 +47,22 @@ def json_list(prediction: str, truth: str) -> float:
     return float(isinstance(predicted, list) and predicted == json.loads(truth))
 
 
+def list_iou(prediction: str, truth: str) -> float:
+    """A set answer (e.g. the patches that differ): intersection over union of the predicted and true
+    lists, as TIR-Bench scores spot the difference. The last `[...]` of the answer is the prediction, so
+    `{"different_patches": [2, 6]}` in a code fence counts."""
+    lists = re.findall(r"\[[^\[\]]*\]", extract_answer(prediction))
+    try:
+        predicted = json.loads(lists[-1]) if lists else None
+    except ValueError:
+        return 0.0
+    if not isinstance(predicted, list) or not all(type(x) in (int, str) for x in predicted):
+        return 0.0
+    predicted, expected = set(predicted), set(json.loads(truth))
+    union = predicted | expected
+    return len(predicted & expected) / len(union) if union else 1.0
+
+
 def numeric(prediction: str, truth: str, tolerance: float = 0.0) -> float:
     """The first number in the answer within `tolerance` (absolute) of the truth."""
     match = re.search(r"-?\d+(?:\.\d+)?", extract_answer(prediction).replace(",", ""))
@@ -54,7 +70,7 @@ def numeric(prediction: str, truth: str, tolerance: float = 0.0) -> float:
 
 
 SCORERS: dict[str, Scorer] = {"text_match": text_match, "option_letter": option_letter, "json_list": json_list,
-                              "numeric": numeric}
+                              "list_iou": list_iou, "numeric": numeric}
 
 
 def get_scorer(name: str) -> Scorer:

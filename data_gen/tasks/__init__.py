@@ -1,5 +1,6 @@
-"""Task generators. Each module has `NAME`, `SCORER` (the name of its answer scorer in `eval.scorers`),
-`generate(seed, difficulty, ...) -> Sample` and `check(sample, workspace)`, the audit's evidence check."""
+"""Task generators. Each module has `NAME`,
+`generate(seed, difficulty, ...) -> Sample` and `check(sample, workspace, reports)`, the audit's evidence check
+(`data_gen.sample.audit`)."""
 
 from types import ModuleType
 

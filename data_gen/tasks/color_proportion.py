@@ -91,7 +91,7 @@ def generate(seed: int, difficulty: str = "medium") -> Sample:
     image = cv2.LUT(cv2.merge([labels, labels, labels]), _LUT)
     return Sample(
         task=NAME, id=f"{NAME}-{difficulty}-{seed}", image=image, question=question,
-        answer=LETTERS[values.index(round(truth, 1))], toolset="default",
+        answer=LETTERS[values.index(round(truth, 1))], scorer=SCORER, toolset="default",
         calls=({"name": "in_range", "arguments": {"image_index": 0, "space": "rgb", "lower": lower,
                                                    "upper": upper, "output": "mask"}},),
         evidence={"labels": labels, "target": target},
@@ -101,7 +101,7 @@ def generate(seed: int, difficulty: str = "medium") -> Sample:
     )
 
 
-def check(sample: Sample, workspace: list[np.ndarray]) -> None:
+def check(sample: Sample, workspace: list[np.ndarray], reports: list[dict]) -> None:
     labels, target = sample.evidence["labels"], sample.evidence["target"]
     region = labels == target
     truth = 100.0 * float(region.mean())

@@ -77,14 +77,14 @@ def generate(seed: int, difficulty: str = "medium", base: int = 0) -> Sample:
     question = QUESTION.format(n=n, tw=tw, th=th, first=first, last=last, count=n * n, example=example)
     return Sample(
         task=NAME, id=f"{NAME}-{difficulty}-{seed}" + (f"-base{base}" if base else ""), image=shuffled,
-        question=question, answer=json.dumps(answer), toolset="default", calls=calls,
+        question=question, answer=json.dumps(answer), scorer=SCORER, toolset="default", calls=calls,
         evidence={"original": original},
         meta={"seed": seed, "difficulty": difficulty, "grid": n, "tile": [tw, th], "base": base,
               "attempts": attempt + 1, **drawn},
     )
 
 
-def check(sample: Sample, workspace: list[np.ndarray]) -> None:
+def check(sample: Sample, workspace: list[np.ndarray], reports: list[dict]) -> None:
     original, n, base = sample.evidence["original"], sample.meta["grid"], sample.meta["base"]
     tw, th = sample.meta["tile"]
     if original.shape != (n * th, n * tw, 3) or sample.image.shape != original.shape:

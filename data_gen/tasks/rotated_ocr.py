@@ -51,13 +51,13 @@ def generate(seed: int, difficulty: str = "medium", angles: str = "quarter") -> 
     restore = (360 - angle) % 360
     return Sample(
         task=NAME, id=f"{NAME}-{difficulty}-{angles}-{seed}", image=rotated.image, question=QUESTION,
-        answer="\n".join(lines), toolset="tir_rotate", calls=({"name": "rotate", "arguments": {"degree": restore}},),
+        answer="\n".join(lines), scorer=SCORER, toolset="tir_rotate", calls=({"name": "rotate", "arguments": {"degree": restore}},),
         evidence={"upright": upright},
         meta={"seed": seed, "difficulty": difficulty, "angle": angle, "font": font.name, "size": size},
     )
 
 
-def check(sample: Sample, workspace: list[np.ndarray]) -> None:
+def check(sample: Sample, workspace: list[np.ndarray], reports: list[dict]) -> None:
     upright, restored = sample.evidence["upright"], workspace[-1]
     if sample.meta["angle"] % 90 == 0:
         if restored.shape != upright.shape or not np.array_equal(restored, upright):

@@ -55,7 +55,7 @@ def generate(seed: int, difficulty: str = "medium", size: int = 320) -> Sample:
     listing = "\n".join(f"{letter}. {degree}" for letter, degree in zip(LETTERS, options))
     return Sample(
         task=NAME, id=f"{NAME}-{difficulty}-{seed}", image=rotated.image, question=QUESTION.format(options=listing),
-        answer=LETTERS[index], toolset="tir_rotate",
+        answer=LETTERS[index], scorer=SCORER, toolset="tir_rotate",
         calls=tuple({"name": "rotate", "arguments": {"degree": degree}} for degree in options),
         evidence={"upright": upright},
         meta={"seed": seed, "difficulty": difficulty, "angle": angle, "options": list(options), "step": step,
@@ -63,7 +63,7 @@ def generate(seed: int, difficulty: str = "medium", size: int = 320) -> Sample:
     )
 
 
-def check(sample: Sample, workspace: list[np.ndarray]) -> None:
+def check(sample: Sample, workspace: list[np.ndarray], reports: list[dict]) -> None:
     options = sample.meta["options"]
     if sample.answer not in LETTERS[:len(options)]:
         raise AuditError(f"{sample.id}: the answer {sample.answer!r} is not an option letter")

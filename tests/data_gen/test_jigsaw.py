@@ -100,7 +100,7 @@ def test_audit_rejects_a_wrong_reference():
         audit(replace(s, calls=tuple(shifted)), TASK.check)
     workspace = [s.evidence["original"]] + _tiles(s.evidence["original"], 4)  # image 0 is not the puzzle
     with pytest.raises(AuditError, match="not the shuffled image"):
-        TASK.check(s, workspace)
+        TASK.check(s, workspace, [{}] * (len(workspace) - 1))
 
 
 def test_audit_rejects_a_wrong_answer():

@@ -15,6 +15,11 @@ from eval.scorers import deepeyes_reward, extract_answer, get_scorer
     ("json_list", "<answer>[2, 0, 1]</answer>", "[2, 0, 1]", 1.0),
     ("json_list", "<answer>[2, 1, 0]</answer>", "[2, 0, 1]", 0.0),
     ("json_list", "<answer>[2, 0,</answer>", "[2, 0, 1]", 0.0),
+    ("list_iou", "<answer>[2, 6, 7]</answer>", "[2, 6, 11]", 0.5),
+    ("list_iou", '```json\n{"different_patches": [11, 2, 6]}\n```', "[2, 6, 11]", 1.0),
+    ("list_iou", "<answer>[]</answer>", "[]", 1.0),
+    ("list_iou", "<answer>[2, true]</answer>", "[2]", 0.0),
+    ("list_iou", "<answer>none</answer>", "[2]", 0.0),
     ("numeric", "<answer>about 1,024.0 px</answer>", "1024", 1.0),
     ("numeric", "<answer>none</answer>", "3", 0.0),
 ])
