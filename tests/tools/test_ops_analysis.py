@@ -132,6 +132,25 @@ def test_template_match_flat_regions_agree():
             assert np.array_equal(got.image, ref.image)
 
 
+def test_difference_finds_the_changed_cells():
+    before = demo_image(60, 90, seed=3)
+    after = before.copy()
+    after[5:9, 70:75] = 255 - after[5:9, 70:75]  # row 1, column 3 of a 2x3 grid -> cell 3
+    after[40, 10, 1] ^= 1  # a one-level change in row 2, column 1 -> cell 4
+    for device in ("opencv", "cpu"):
+        result = run("difference", before, device, other=after, grid=[2, 3])
+        assert result.data["cells"] == [3, 4] and result.data["box"] == [10, 5, 75, 41]
+        assert result.data["changed_pixels"] == int((before != after).any(axis=2).sum())
+        assert np.array_equal(result.image, cv2.absdiff(before, after))
+        assert run("difference", before, device, other=after, grid=[2, 3], threshold=1).data["cells"] == [3]
+        same = run("difference", before, device, other=before).data
+        assert same == {"changed_pixels": 0, "changed_fraction": 0.0, "box": None}
+        gray = run("difference", cv2.cvtColor(before, cv2.COLOR_RGB2GRAY), device, other=after)
+        assert gray.image.ndim == 2 and gray.ok
+    mismatch = Executor(device="opencv").run([ToolCall("difference", before, {"other": after[:, :80]})])[0]
+    assert not mismatch.ok and "other" in mismatch.error and "same size" in mismatch.error
+
+
 # -- hand-checked semantics ---------------------------------------------------------------------------------------
 def test_contours_measure_known_shapes():
     data = run("contours", shapes_image(), binarize="otsu", epsilon_ratio=0.02).data

@@ -836,6 +836,75 @@ register(Op(
 ))
 
 
+# == difference =====================================================================================================
+def _difference_check(args, height, width):
+    if _hw(args["other"]) != (height, width):
+        oh, ow = _hw(args["other"])
+        raise ToolArgumentError("difference", "other",
+                                f"is {ow}x{oh} pixels but the image is {width}x{height}; crop or resize one of them "
+                                "so both have the same size")
+
+
+def _difference_data(changed, grid) -> dict:
+    """What changed, from the (H, W) boolean numpy mask of changed pixels."""
+    h, w = changed.shape
+    count = int(changed.sum())
+    data = {"changed_pixels": count, "changed_fraction": _r(count / (h * w), 6), "box": None}
+    if count:
+        ys, xs = np.nonzero(changed.any(1)), np.nonzero(changed.any(0))
+        data["box"] = [int(xs[0][0]), int(ys[0][0]), int(xs[0][-1]) + 1, int(ys[0][-1]) + 1]
+    if grid is not None:
+        rows, cols = grid
+        ys, xs = [r * h // rows for r in range(rows + 1)], [c * w // cols for c in range(cols + 1)]
+        data["cells"] = [r * cols + c + 1 for r in range(rows) for c in range(cols)
+                         if changed[ys[r]:ys[r + 1], xs[c]:xs[c + 1]].any()]
+    return data
+
+
+def difference_cv(image, other, threshold, grid):
+    if image.ndim == 2 and other.ndim == 3:
+        other = gray_cv(other)
+    elif image.ndim == 3 and other.ndim == 2:
+        other = cv2.cvtColor(other, cv2.COLOR_GRAY2RGB)
+    diff = cv2.absdiff(image, other)
+    return diff, _difference_data((diff if diff.ndim == 2 else diff.max(axis=2)) > threshold, grid)
+
+
+def difference_torch(batch, other, threshold, grid):
+    c = batch.shape[1]
+    others = torch.stack([gray_torch(o[None])[0] if c == 1 and o.shape[0] == 3 else o.expand(c, *o.shape[-2:])
+                          for o in other])
+    diff = (batch.to(torch.int16) - others.to(torch.int16)).abs().to(torch.uint8)
+    changed = (diff.amax(1) > threshold).cpu().numpy()
+    return diff, [_difference_data(mask, grid) for mask in changed]
+
+
+register(Op(
+    "difference",
+    "Compare two images of the same size pixel by pixel (cv2.absdiff): the output image is |image - other| "
+    "per channel (black where they agree, bright where they differ). A color image is compared with a gray "
+    "one in gray. Returns `changed_pixels` (pixels whose largest channel difference exceeds `threshold`), "
+    "`changed_fraction`, `box` [x1, y1, x2, y2] around all changed pixels (null when none), and with `grid` "
+    "= [rows, columns] the `cells` that contain a change: the image is split into rows x columns equal "
+    "cells numbered 1, 2, ... row by row from the top-left, as in spot-the-difference puzzles.",
+    (
+        Param("other", "image", "The image to compare with (same width and height)."),
+        Param("threshold", "int", "A pixel counts as changed when some channel differs by more than this "
+                                  "(0 = any change; raise it to ignore compression noise).", 0, 0, 254),
+        Param("grid", "ints", "Report which cells of a [rows, columns] grid contain a change.", None, 1, 64, length=2),
+    ),
+    difference_cv, difference_torch, vectorized=("other",), check=_difference_check, category="analysis",
+    examples=tuple(
+        {"other": other, **extra}
+        for other, extra in (
+            (np.ascontiguousarray(np.random.default_rng(21).integers(0, 256, (48, 64, 3), dtype=np.uint8)), {}),
+            (np.ascontiguousarray(np.random.default_rng(22).integers(0, 256, (48, 64), dtype=np.uint8)), {"threshold": 40, "grid": [3, 4]}),
+            (np.ascontiguousarray(np.random.default_rng(23).integers(0, 256, (48, 64, 3), dtype=np.uint8)), {"threshold": 200, "grid": [5, 7]}),
+        )
+    ),
+))
+
+
 # == keypoints ======================================================================================================
 _KEYPOINT_METHODS = ("orb", "sift", "fast", "harris", "shi_tomasi")
 
