@@ -23,6 +23,7 @@ run: install
 bench: install
 	$(PY) tools/bench.py
 	$(PY) -m runtime.sandbox.bench
+	$(PY) data_gen/bench.py --pilot
 
 security: install  # reruns the hostile-code suite; its table is the one in docs/security.md
 	$(PY) -m runtime.sandbox.hostile --markdown

@@ -1,7 +1,8 @@
 """Generate audited samples and export them as Hugging Face datasets.
 
     python data_gen/make.py pilot --out data/pilot            # TIR-Bench's pilot: rotated OCR, direct + agentic
-    python data_gen/make.py sft --task rotated_ocr --n 1000 --out data/rot --angles any
+    python data_gen/make.py sft --task rotated_ocr --n 1000 --out data/rot --option angles=any
+    python data_gen/make.py rl --task word_search --n 5000 --difficulty hard --out data/ws-rl
     python data_gen/make.py sheet --out docs/data_gen_samples.png   # a contact sheet of every task
 
 Every sample is generated from its seed, its reference calls are replayed through the tools and
@@ -11,6 +12,7 @@ audited, and a sample that fails the audit stops the run with its id (a generato
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import sys
 import time
@@ -30,6 +32,7 @@ from data_gen.sft import FORMS, agentic_row, direct_row  # noqa: E402
 from data_gen.tasks import get_task  # noqa: E402
 
 PILOT_SIZES = (1000, 5000, 10000, 15000)
+DIFFICULTIES = ("easy", "medium", "hard")
 TEST_SEED_OFFSET = 10_000_000  # test seeds never overlap training seeds
 
 
@@ -90,6 +93,20 @@ def build(task: str, n: int, n_test: int, out: Path, difficulty: str, options: d
     return {"samples": n + n_test, "generate_s": generated, "total_s": time.perf_counter() - started}
 
 
+def task_options(parser: argparse.ArgumentParser, pairs: list[str]) -> dict:
+    """`--option KEY=VALUE` pairs; a value that reads as JSON (1, true, [3, 4]) is taken as such."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            parser.error(f"--option takes KEY=VALUE, got {pair!r}")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    return options
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -98,14 +115,14 @@ def main(argv: list[str] | None = None) -> None:
     sft = sub.add_parser("sft", help="SFT data for one task")
     sft.add_argument("--task", required=True)
     sft.add_argument("--n", type=int, required=True)
-    sft.add_argument("--difficulty", default="medium")
-    sft.add_argument("--angles", help="rotated_ocr: quarter (default) or any")
     sft.add_argument("--forms", nargs="+", default=list(FORMS), choices=FORMS)
     rl = sub.add_parser("rl", help="RL prompts for one task, in verl's and TRL's layouts")
     rl.add_argument("--task", required=True)
     rl.add_argument("--n", type=int, required=True)
-    rl.add_argument("--difficulty", default="medium")
-    rl.add_argument("--angles", help="rotated_ocr: quarter (default) or any")
+    for p in (sft, rl):
+        p.add_argument("--difficulty", default="medium", choices=DIFFICULTIES)
+        p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                       help="a task option, e.g. angles=any (rotated_ocr) or base=1 (jigsaw); repeatable")
     for p in (pilot, sft, rl):
         p.add_argument("--out", type=Path, required=True)
         p.add_argument("--n-test", type=int, default=500)
@@ -120,14 +137,15 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.n < 1 or args.n_test < 0:
         parser.error("--n must be at least 1 and --n-test at least 0")
-    options = {"angles": args.angles} if getattr(args, "angles", None) else {}
+    options = {}
     if args.command in ("sft", "rl"):
+        options = task_options(parser, args.option)
         try:
             get_task(args.task).generate(args.seed, args.difficulty, **options)
         except ValueError as err:  # a bad task or parameter: say so before starting workers
             parser.error(str(err))
         except TypeError:
-            parser.error(f"--angles does not apply to task {args.task!r}")
+            parser.error(f"task {args.task!r} takes no option(s) {sorted(options)}; see its module docstring")
     if args.command == "rl":
         result = build_rl(args.task, args.n, args.n_test, args.out, args.difficulty, options, args.workers,
                           args.seed)

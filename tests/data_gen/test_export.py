@@ -3,6 +3,7 @@ import sys
 from pathlib import Path
 
 import datasets
+import pytest
 from PIL import Image
 
 from data_gen.make import build
@@ -36,7 +37,7 @@ def test_pilot_export_round_trips(tmp_path):
 
 def test_cli_runs_with_workers(tmp_path):
     result = subprocess.run([sys.executable, "data_gen/make.py", "sft", "--task", "rotated_ocr", "--n", "8",
-                             "--n-test", "2", "--angles", "any", "--forms", "agentic", "--workers", "2",
+                             "--n-test", "2", "--option", "angles=any", "--forms", "agentic", "--workers", "2",
                              "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "10 samples audited and exported" in result.stdout
@@ -48,6 +49,17 @@ def test_cli_rejects_an_unknown_task(tmp_path):
     result = subprocess.run([sys.executable, "data_gen/make.py", "sft", "--task", "nope", "--n", "2",
                              "--out", str(tmp_path), "--workers", "1"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 2 and "unknown task 'nope'" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--option", "angles"], "KEY=VALUE"),
+    (["--option", "angles=diagonal"], "angles must be"),
+    (["--option", "base=1"], "takes no option(s) ['base']"),
+])
+def test_cli_names_a_bad_option(tmp_path, options, message):
+    result = subprocess.run([sys.executable, "data_gen/make.py", "sft", "--task", "rotated_ocr", "--n", "2",
+                             "--out", str(tmp_path), "--workers", "1", *options], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
 
 
 def test_contact_sheet_shows_every_task(tmp_path):
