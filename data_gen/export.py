@@ -1,12 +1,16 @@
 """Export to Hugging Face `datasets`: typed features with `Image` columns, sharded parquet files under
 `data/`, `save_to_disk` under `hf/`, and a dataset card (README.md with YAML metadata and the generation
-config). `push_to_hub` is the caller's: `datasets.load_from_disk(out / "hf").push_to_hub(repo)`."""
+config). `push` publishes an export: the card and the parquet shards, which is what `load_dataset(repo)`
+reads, to a Hub dataset repo or to a local folder laid out exactly like that repo."""
 
 from __future__ import annotations
 
 import io
 import json
 import math
+import os
+import re
+import shutil
 from pathlib import Path
 from typing import Iterable
 
@@ -59,6 +63,43 @@ def export(splits: dict[str, datasets.Dataset], out: str | Path, config: dict, n
     datasets.DatasetDict(splits).save_to_disk(str(out / "hf"))
     (out / "README.md").write_text(_card(name, splits, files, config, columns), encoding="utf-8")
     return out
+
+
+HUB_FILES = ("README.md", "data/*.parquet")  # a dataset repo: the card (with its data_files) and the shards
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def push(out: str | Path, destination: str, token: str | None = None, private: bool = True) -> str:
+    """Publish the export in `out` to `destination`: a Hub dataset repo id (`user/name`; needs a token,
+    `token` or $HF_TOKEN, and network) or a local folder (a path starting with /, ., ~ or file://), which
+    gets the same files in the same layout, so `load_dataset(folder)` reads what `load_dataset(repo)`
+    would. Shards of an earlier push that this export no longer has are removed."""
+    out = Path(out)
+    files = [path for pattern in HUB_FILES for path in sorted(out.glob(pattern))]
+    if not (out / "README.md").is_file() or len(files) < 2:
+        raise ValueError(f"{out} is not an export (no README.md or data/*.parquet): run data_gen/make.py first")
+    if destination.startswith(("/", ".", "~", "file://")):
+        folder = Path(destination.removeprefix("file://")).expanduser().resolve()
+        if folder == out.resolve():
+            raise ValueError(f"push destination {folder} is the export itself; give another folder")
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        for stale in (folder / "data").glob("*.parquet"):
+            stale.unlink()
+        for path in files:
+            shutil.copyfile(path, folder / path.relative_to(out))
+        return str(folder)
+    if not REPO_ID.match(destination):
+        raise ValueError(f"push destination {destination!r} is neither a Hub repo id (user/name) nor a local folder "
+                         "(a path starting with /, ., ~ or file://)")
+    token = token or os.environ.get("HF_TOKEN")
+    if not token:
+        raise ValueError(f"pushing to the Hub repo {destination!r} needs a token: set HF_TOKEN or pass --token")
+    from huggingface_hub import HfApi
+    api = HfApi(token=token)
+    api.create_repo(destination, repo_type="dataset", private=private, exist_ok=True)
+    api.upload_folder(repo_id=destination, repo_type="dataset", folder_path=out, allow_patterns=list(HUB_FILES),
+                      delete_patterns=["data/*.parquet"], commit_message="tirlab data_gen export")
+    return f"https://huggingface.co/datasets/{destination}"
 
 
 def _card(name: str, splits: dict, files: dict, config: dict, columns: str) -> str:

@@ -3,6 +3,7 @@
     python data_gen/make.py pilot --out data/pilot            # TIR-Bench's pilot: rotated OCR, direct + agentic
     python data_gen/make.py sft --task rotated_ocr --n 1000 --out data/rot --option angles=any
     python data_gen/make.py rl --task word_search --n 5000 --difficulty hard --out data/ws-rl
+    python data_gen/make.py push data/pilot/agentic user/rotated-ocr-agentic   # to the Hub (HF_TOKEN)
     python data_gen/make.py sheet --out docs/data_gen_samples.png   # a contact sheet of every task
 
 Every sample is generated from its seed, its reference calls are replayed through the tools and
@@ -25,7 +26,7 @@ import datasets  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from data_gen.contact_sheet import contact_sheet  # noqa: E402
-from data_gen.export import export, png, to_dataset  # noqa: E402
+from data_gen.export import export, png, push, to_dataset  # noqa: E402
 from data_gen.rl import TRL_COLUMNS, TRL_FEATURES, VERL_COLUMNS, VERL_FEATURES, trl_row, verl_row  # noqa: E402
 from data_gen.sample import audit  # noqa: E402
 from data_gen.sft import FORMS, agentic_row, direct_row  # noqa: E402
@@ -73,7 +74,7 @@ def build_rl(task: str, n: int, n_test: int, out: Path, difficulty: str, options
               "test_seed_offset": TEST_SEED_OFFSET}
     for layout, features, columns in (("verl", VERL_FEATURES, VERL_COLUMNS), ("trl", TRL_FEATURES, TRL_COLUMNS)):
         data = {split: datasets.Dataset.from_list([r[layout] for r in split_rows], features=features)
-                for split, split_rows in rows.items()}
+                for split, split_rows in rows.items() if split_rows}  # --n-test 0: no test split
         export(data, out / layout, config, f"tirlab {task} RL prompts ({layout})", columns)
     return {"samples": n + n_test, "total_s": time.perf_counter() - started}
 
@@ -88,7 +89,8 @@ def build(task: str, n: int, n_test: int, out: Path, difficulty: str, options: d
               "test_seed_offset": TEST_SEED_OFFSET, "forms": list(forms),
               "subsets": "the first N rows of train are the N-sample subset (seeds seed..seed+N-1)"}
     for form in forms:
-        splits = {"train": to_dataset(rows[form] for rows in train), "test": to_dataset(rows[form] for rows in test)}
+        splits = {split: to_dataset(rows[form] for rows in split_rows)
+                  for split, split_rows in (("train", train), ("test", test)) if split_rows}  # --n-test 0: no test split
         export(splits, out / form, config, f"{name} ({form})")
     return {"samples": n + n_test, "generate_s": generated, "total_s": time.perf_counter() - started}
 
@@ -128,10 +130,21 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--n-test", type=int, default=500)
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--workers", type=int, default=multiprocessing.cpu_count())
+    publish = sub.add_parser("push", help="publish an export to a Hub dataset repo (needs HF_TOKEN) or a local folder")
+    publish.add_argument("export", type=Path, help="an export folder, e.g. data/pilot/agentic")
+    publish.add_argument("destination", help="user/name on the Hub, or a folder path starting with /, ., ~ or file://")
+    publish.add_argument("--token", help="a Hub token (default: $HF_TOKEN)")
+    publish.add_argument("--public", action="store_true", help="make a new Hub repo public (default private)")
     sheet = sub.add_parser("sheet", help="a contact-sheet PNG of audited samples of every task")
     sheet.add_argument("--out", type=Path, required=True)
     sheet.add_argument("--per-task", type=int, default=4)
     args = parser.parse_args(argv)
+    if args.command == "push":
+        try:
+            print(f"pushed {args.export} to {push(args.export, args.destination, args.token, not args.public)}")
+        except ValueError as err:
+            parser.error(str(err))
+        return
     if args.command == "sheet":
         print(f"contact sheet written to {contact_sheet(args.out, args.per_task)}")
         return

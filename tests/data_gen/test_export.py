@@ -93,3 +93,34 @@ def test_rl_export_in_verl_and_trl_layouts(tmp_path):
     assert len(trl["train"]) == 6 and len(trl["test"]) == 2
     assert [p["type"] for p in trl["train"][0]["prompt"][0]["content"]] == ["image", "text"]
     assert verl["extra_info"][0]["id"] == trl["train"][0]["id"]
+
+
+def test_push_to_a_local_folder_is_a_loadable_hub_layout(tmp_path):
+    """`push` to a folder writes what a Hub dataset repo gets (card + shards): `load_dataset(folder)`
+    finds the splits through the card's data_files, as `load_dataset("user/name")` would."""
+    build("rotated_ocr", 6, 2, tmp_path / "export", "easy", {}, 1, ("direct",), "push test")
+    hub = tmp_path / "hub"
+    (hub / "data").mkdir(parents=True)
+    (hub / "data" / "train-00000-of-00003.parquet").write_bytes(b"a stale shard from an earlier push")
+    result = subprocess.run([sys.executable, "data_gen/make.py", "push", str(tmp_path / "export" / "direct"), str(hub)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(p.relative_to(hub).as_posix() for p in hub.rglob("*") if p.is_file()) == [
+        "README.md", "data/test-00000-of-00001.parquet", "data/train-00000-of-00001.parquet"]
+    loaded = datasets.load_dataset(str(hub))
+    assert (len(loaded["train"]), len(loaded["test"])) == (6, 2)
+    assert isinstance(loaded["train"][0]["images"][0], Image.Image)
+
+
+@pytest.mark.parametrize("destination, message", [
+    ("not a repo", "neither a Hub repo id"),
+    ("someone/data", "needs a token"),
+])
+def test_push_names_a_bad_destination(tmp_path, monkeypatch, destination, message):
+    from data_gen.export import push
+    build("rotated_ocr", 2, 0, tmp_path, "easy", {}, 1, ("direct",), "push test")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with pytest.raises(ValueError, match=message):
+        push(tmp_path / "direct", destination)
+    with pytest.raises(ValueError, match="not an export"):
+        push(tmp_path, "./elsewhere")
