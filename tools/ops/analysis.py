@@ -468,11 +468,26 @@ register(Op(
 
 # == watershed =================================================================================================
 def _region_stats(markers: np.ndarray, labels) -> list:
+    """Area, box and centroid of the given (label, area) regions of a label map, in one pass over the
+    pixels (a scan per region made a 40-object picture several times slower)."""
+    if not labels:
+        return []
+    h, w = markers.shape
+    index = markers + 1  # labels start at -1 (watershed lines)
+    size = int(index.max()) + 1
+    sums_x = np.bincount(index.ravel(), np.tile(np.arange(w, dtype=np.float64), h), size)
+    sums_y = np.bincount(index.ravel(), np.repeat(np.arange(h, dtype=np.float64), w), size)
+    in_column = np.zeros((size, w), bool)
+    in_column[index, np.arange(w)[None, :]] = True
+    in_row = np.zeros((size, h), bool)
+    in_row[index, np.arange(h)[:, None]] = True
     out = []
     for lab, area in labels:
-        ys, xs = np.nonzero(markers == lab)
-        out.append({"label": int(lab), "area": int(area), "bbox": [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1],
-                    "centroid": [_r(xs.mean(), 2), _r(ys.mean(), 2)]})
+        k = lab + 1
+        x1, y1 = int(in_column[k].argmax()), int(in_row[k].argmax())
+        x2, y2 = w - int(in_column[k, ::-1].argmax()), h - int(in_row[k, ::-1].argmax())
+        out.append({"label": int(lab), "area": int(area), "bbox": [x1, y1, x2, y2],
+                    "centroid": [_r(sums_x[k] / area, 2), _r(sums_y[k] / area, 2)]})
     return out
 
 
