@@ -4,11 +4,12 @@
 
 from types import ModuleType
 
-from data_gen.tasks import (color_proportion, counting, jigsaw, maze, measurement, rotated_ocr, rotation_game,
+from data_gen.tasks import (color_proportion, counting, jigsaw, low_light, maze, measurement, rotated_ocr, rotation_game,
                             symbolic, visual_search, word_search)
 
 TASKS: dict[str, ModuleType] = {m.NAME: m for m in (rotated_ocr, rotation_game, jigsaw, color_proportion, maze,
-                                                   word_search, symbolic, counting, measurement, visual_search)}
+                                                   word_search, symbolic, counting, measurement, visual_search,
+                                                   low_light)}
 
 
 def get_task(name: str) -> ModuleType:
