@@ -1,15 +1,15 @@
-"""Task generators. Each module has `NAME`,
-`generate(seed, difficulty, ...) -> Sample` and `check(sample, workspace, reports)`, the audit's evidence check
-(`data_gen.sample.audit`)."""
+"""Task generators. Each module has `NAME`, `generate(seed, difficulty, ...) -> Sample` and
+`check(sample, workspace, reports)`, the audit's evidence check (`data_gen.sample.audit`)."""
 
 from types import ModuleType
 
-from data_gen.tasks import (color_proportion, counting, jigsaw, low_light, maze, measurement, rotated_ocr, rotation_game,
-                            symbolic, visual_search, word_search)
+from data_gen.tasks import (color_proportion, counting, jigsaw, low_light, maze, measurement, rotated_ocr,
+                            rotation_game, spot_difference, symbolic, visual_search, word_search)
 
-TASKS: dict[str, ModuleType] = {m.NAME: m for m in (rotated_ocr, rotation_game, jigsaw, color_proportion, maze,
-                                                   word_search, symbolic, counting, measurement, visual_search,
-                                                   low_light)}
+TASKS: dict[str, ModuleType] = {m.NAME: m for m in (
+    rotated_ocr, rotation_game, jigsaw, color_proportion, maze, word_search, spot_difference, low_light,
+    visual_search, symbolic, counting, measurement,
+)}
 
 
 def get_task(name: str) -> ModuleType:
