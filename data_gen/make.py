@@ -31,6 +31,7 @@ from data_gen.rl import TRL_COLUMNS, TRL_FEATURES, VERL_COLUMNS, VERL_FEATURES, 
 from data_gen.sample import audit  # noqa: E402
 from data_gen.sft import FORMS, agentic_row, direct_row  # noqa: E402
 from data_gen.tasks import get_task  # noqa: E402
+from runtime.trajectory import image_key  # noqa: E402
 
 PILOT_SIZES = (1000, 5000, 10000, 15000)
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -44,7 +45,14 @@ def sft_rows(job: tuple) -> dict[str, dict]:
     sample = task.generate(seed, difficulty, **options)
     trajectory = audit(sample, task.check)
     rows = {"direct": direct_row(sample), "agentic": agentic_row(trajectory)}
-    return {form: {**row, "images": [png(im) for im in row["images"]], "id": sample.id, "form": form}
+    encoded = {}  # the task image is in both forms: encode each distinct image once (PNG is most of the cost)
+
+    def encode(image):
+        key = image_key(image)
+        if key not in encoded:
+            encoded[key] = png(image)
+        return encoded[key]
+    return {form: {**row, "images": [encode(im) for im in row["images"]], "id": sample.id, "form": form}
             for form, row in rows.items()}
 
 

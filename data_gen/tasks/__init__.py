@@ -3,8 +3,21 @@
 
 from types import ModuleType
 
-from data_gen.tasks import (color_proportion, counting, instrument, jigsaw, low_light, maze, measurement,
-                            rotated_ocr, rotation_game, spot_difference, symbolic, visual_search, word_search)
+from data_gen.tasks import (
+    color_proportion,
+    counting,
+    instrument,
+    jigsaw,
+    low_light,
+    maze,
+    measurement,
+    rotated_ocr,
+    rotation_game,
+    spot_difference,
+    symbolic,
+    visual_search,
+    word_search,
+)
 
 TASKS: dict[str, ModuleType] = {m.NAME: m for m in (
     rotated_ocr, rotation_game, jigsaw, color_proportion, maze, word_search, spot_difference, low_light,

@@ -63,9 +63,10 @@ def test_cli_names_a_bad_option(tmp_path, options, message):
 
 
 def test_contact_sheet_shows_every_task(tmp_path):
+    from PIL import Image as PILImage
+
     from data_gen.contact_sheet import CAPTION, CELL, contact_sheet
     from data_gen.tasks import TASKS
-    from PIL import Image as PILImage
     with PILImage.open(contact_sheet(tmp_path / "sheet.png", per_task=2)) as sheet:
         assert sheet.size == (2 * CELL, len(TASKS) * (CELL + CAPTION))
 
