@@ -18,8 +18,25 @@ Scorer = Callable[[str, str], float]
 
 
 def extract_answer(text: str) -> str:
-    tagged = last_tag(text or "", "answer")
-    return (tagged if tagged is not None else (text or "")).strip()
+    """The last `<answer>...</answer>`, else the last `\\boxed{...}` (braces balanced), else the whole text."""
+    text = text or ""
+    tagged = last_tag(text, "answer")
+    if tagged is not None:
+        return tagged.strip()
+    boxed = _last_boxed(text)
+    return (boxed if boxed is not None else text).strip()
+
+
+def _last_boxed(text: str) -> str | None:
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, begin = 0, start + len("\\boxed{")
+    for k in range(begin, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[k], 0)
+        if depth < 0:
+            return text[begin:k]
+    return None
 
 
 def normalize_text(text: str) -> str:
@@ -47,6 +64,14 @@ def json_list(prediction: str, truth: str) -> float:
     return float(isinstance(predicted, list) and predicted == json.loads(truth))
 
 
+def jigsaw_positions(prediction: str, truth: str) -> float:
+    """TIR-Bench's jigsaw score: the share of positions where the predicted permutation has the right
+    piece. Accepts a JSON list or TIR-Bench's "1, 16, 15, 2" form."""
+    expected = json.loads(truth)
+    predicted = [int(x) for x in re.findall(r"-?\d+", extract_answer(prediction))]
+    return sum(p == t for p, t in zip(predicted, expected)) / len(expected) if expected else 0.0
+
+
 def list_iou(prediction: str, truth: str) -> float:
     """A set answer (e.g. the patches that differ): intersection over union of the predicted and true
     lists, as TIR-Bench scores spot the difference. The last `[...]` of the answer is the prediction, so
@@ -70,7 +95,8 @@ def numeric(prediction: str, truth: str, tolerance: float = 0.0) -> float:
 
 
 SCORERS: dict[str, Scorer] = {"text_match": text_match, "option_letter": option_letter, "json_list": json_list,
-                              "list_iou": list_iou, "numeric": numeric}
+                              "list_iou": list_iou, "jigsaw_positions": jigsaw_positions,
+                              "numeric": numeric}
 
 
 def get_scorer(name: str) -> Scorer:

@@ -20,6 +20,11 @@ from eval.scorers import deepeyes_reward, extract_answer, get_scorer
     ("list_iou", "<answer>[]</answer>", "[]", 1.0),
     ("list_iou", "<answer>[2, true]</answer>", "[2]", 0.0),
     ("list_iou", "<answer>none</answer>", "[2]", 0.0),
+    ("text_match", "so the reading is \\boxed{\\text{6.7}}", "\\text{6.7}", 1.0),  # the last box, braces balanced
+    ("numeric", "first \\boxed{3} then \\boxed{12}", "12", 1.0),
+    ("jigsaw_positions", "<answer>[1, 3, 2, 4]</answer>", "[1, 2, 3, 4]", 0.5),
+    ("jigsaw_positions", "<answer>1, 2, 3</answer>", "[1, 2, 3, 4]", 0.75),  # TIR-Bench's comma form, short
+    ("jigsaw_positions", "<answer>none</answer>", "[1, 2]", 0.0),
     ("numeric", "<answer>about 1,024.0 px</answer>", "1024", 1.0),
     ("numeric", "<answer>none</answer>", "3", 0.0),
 ])
