@@ -1,4 +1,5 @@
 import json
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -53,7 +54,7 @@ def test_jsonl_round_trip(tmp_path):
 def test_jsonl_errors_name_the_line_and_the_field(tmp_path, line, message):
     path = tmp_path / "suite.jsonl"
     path.write_text('{"id": "ok", "question": "q", "images": [], "answer": "x"}\n\n' + line + "\n")
-    with pytest.raises(ValueError, match=f"suite.jsonl:3: .*{message}".replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
+    with pytest.raises(ValueError, match=f"suite.jsonl:3: .*{re.escape(message)}"):
         list(jsonl_suite(path))
 
 
