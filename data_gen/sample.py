@@ -23,6 +23,17 @@ class AuditError(AssertionError):
     pass
 
 
+def require_choice(name: str, value, choices) -> None:
+    """A generator's parameter check: a bad value is a ValueError that names the parameter."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+def require_seed(seed) -> None:
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+
+
 @dataclass(frozen=True)
 class Sample:
     task: str

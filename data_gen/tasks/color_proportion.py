@@ -27,7 +27,7 @@ import random
 import cv2
 import numpy as np
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice, require_seed
 
 NAME = "color_proportion"
 SCORER = "option_letter"  # eval.scorers
@@ -60,10 +60,8 @@ QUESTION = ("What percentage of the image area is {name}? Choose the closest opt
 
 
 def generate(seed: int, difficulty: str = "medium") -> Sample:
-    if difficulty not in SETTINGS:
-        raise ValueError(f"difficulty must be one of {list(SETTINGS)}, got {difficulty!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    require_choice("difficulty", difficulty, SETTINGS)
+    require_seed(seed)
     cfg = SETTINGS[difficulty]
     rng = random.Random(f"{NAME}:{seed}:{difficulty}")
     width, height = rng.randint(*cfg["side"]), rng.randint(*cfg["side"])

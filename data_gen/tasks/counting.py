@@ -34,7 +34,7 @@ import random
 import cv2
 import numpy as np
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice, require_seed
 from tools.executor import Executor, ToolCall
 
 NAME = "counting"
@@ -66,12 +66,10 @@ _EXECUTOR = Executor(device="opencv")
 
 
 def generate(seed: int, difficulty: str = "medium", kind: str | None = None) -> Sample:
-    if difficulty not in SETTINGS:
-        raise ValueError(f"difficulty must be one of {list(SETTINGS)}, got {difficulty!r}")
+    require_choice("difficulty", difficulty, SETTINGS)
     if kind is not None and kind not in KINDS:
         raise ValueError(f"kind must be one of {list(KINDS)} or None (seeded), got {kind!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    require_seed(seed)
     cfg = SETTINGS[difficulty]
     rng = random.Random(f"{NAME}:{seed}:{difficulty}:{kind}")
     kind = kind or rng.choice(KINDS)

@@ -50,7 +50,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice, require_seed
 from data_gen.text import fonts, words
 from tools.ops.geometry import crop_box
 
@@ -350,12 +350,9 @@ def _clutter(rng: random.Random, canvas: np.ndarray, texts: list, keep_out: list
 
 # -- generation ---------------------------------------------------------------------------------------------
 def generate(seed: int, difficulty: str = "medium", answer_format: str = "mixed") -> Sample:
-    if difficulty not in SETTINGS:
-        raise ValueError(f"difficulty must be one of {list(SETTINGS)}, got {difficulty!r}")
-    if answer_format not in FORMATS:
-        raise ValueError(f"answer_format must be one of {list(FORMATS)}, got {answer_format!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    require_choice("difficulty", difficulty, SETTINGS)
+    require_choice("answer_format", answer_format, FORMATS)
+    require_seed(seed)
     cfg = SETTINGS[difficulty]
     rng = random.Random(f"{NAME}:{seed}:{difficulty}:{answer_format}")
     n = rng.randint(*cfg["gauges"])

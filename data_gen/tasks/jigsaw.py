@@ -30,7 +30,7 @@ import random
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice
 from data_gen.text import fonts, words
 
 NAME = "jigsaw"
@@ -48,8 +48,7 @@ QUESTION = (
 
 
 def generate(seed: int, difficulty: str = "medium", base: int = 0) -> Sample:
-    if difficulty not in GRID:
-        raise ValueError(f"difficulty must be one of {list(GRID)}, got {difficulty!r}")
+    require_choice("difficulty", difficulty, GRID)
     if base not in (0, 1) or isinstance(base, bool):
         raise ValueError(f"base must be 0 or 1 (the number of the first tile), got {base!r}")
     rng = random.Random(f"{NAME}:{seed}:{difficulty}")

@@ -42,7 +42,7 @@ import random
 import cv2
 import numpy as np
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice, require_seed
 from data_gen.text import fonts, render_lines, words
 from tools.executor import Executor, ToolCall
 
@@ -82,12 +82,10 @@ SCORERS = {"count": "numeric", "sign": "option_letter"}  # eval.scorers
 
 
 def generate(seed: int, difficulty: str = "medium", question: str = "any") -> Sample:
-    if difficulty not in SETTINGS:
-        raise ValueError(f"difficulty must be one of {list(SETTINGS)}, got {difficulty!r}")
+    require_choice("difficulty", difficulty, SETTINGS)
     if question not in ("any", *QUESTIONS):
         raise ValueError(f"question must be one of {['any', *QUESTIONS]}, got {question!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    require_seed(seed)
     cfg = SETTINGS[difficulty]
     key = f"{NAME}:{seed}:{difficulty}:{question}"
     rng = random.Random(key)

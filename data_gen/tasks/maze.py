@@ -35,7 +35,7 @@ from collections import deque
 import cv2
 import numpy as np
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice
 
 NAME = "maze"
 SCORER = "option_letter"  # eval.scorers
@@ -58,8 +58,7 @@ DISTRACTORS = ("swap", "shortcut", "truncate", "branch", "walk")
 
 
 def generate(seed: int, difficulty: str = "medium") -> Sample:
-    if difficulty not in SIZES:
-        raise ValueError(f"difficulty must be one of {list(SIZES)}, got {difficulty!r}")
+    require_choice("difficulty", difficulty, SIZES)
     rng = random.Random(f"{NAME}:{seed}:{difficulty}")
     n = rng.randint(*SIZES[difficulty])
     cell = rng.randint(max(MIN_CELL, -(-SIDE[0] // n)), (SIDE[1] - 2) // n)

@@ -40,7 +40,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice, require_seed
 from data_gen.text import fonts, words
 
 NAME = "measurement"
@@ -76,12 +76,9 @@ _NICE = sorted({round(a * 10.0 ** n, 6) for a in (1, 2, 2.5, 5) for n in range(-
 
 
 def generate(seed: int, difficulty: str = "medium", answer_format: str = "numeric") -> Sample:
-    if difficulty not in SETTINGS:
-        raise ValueError(f"difficulty must be one of {list(SETTINGS)}, got {difficulty!r}")
-    if answer_format not in FORMATS:
-        raise ValueError(f"answer_format must be one of {list(FORMATS)}, got {answer_format!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    require_choice("difficulty", difficulty, SETTINGS)
+    require_choice("answer_format", answer_format, FORMATS)
+    require_seed(seed)
     cfg = SETTINGS[difficulty]
     rng = random.Random(f"{NAME}:{seed}:{difficulty}:{answer_format}")
     nrng = np.random.default_rng(rng.getrandbits(64))

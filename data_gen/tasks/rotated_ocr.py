@@ -15,7 +15,7 @@ import random
 import cv2
 import numpy as np
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice
 from data_gen.text import fonts, render_lines, words
 from tools.executor import Executor, ToolCall
 
@@ -30,8 +30,7 @@ _EXECUTOR = Executor(device="opencv")
 
 
 def generate(seed: int, difficulty: str = "medium", angles: str = "quarter") -> Sample:
-    if difficulty not in WORDS_PER_LINE:
-        raise ValueError(f"difficulty must be one of {list(WORDS_PER_LINE)}, got {difficulty!r}")
+    require_choice("difficulty", difficulty, WORDS_PER_LINE)
     if angles not in ("quarter", "any"):
         raise ValueError(f"angles must be 'quarter' or 'any', got {angles!r}")
     rng = random.Random(f"{NAME}:{seed}:{difficulty}:{angles}")

@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice
 from data_gen.text import fonts, words
 from tools.executor import Executor, ToolCall
 
@@ -41,8 +41,7 @@ _EXECUTOR = Executor(device="opencv")
 
 
 def generate(seed: int, difficulty: str = "medium", size: int = 320) -> Sample:
-    if difficulty not in STEPS:
-        raise ValueError(f"difficulty must be one of {list(STEPS)}, got {difficulty!r}")
+    require_choice("difficulty", difficulty, STEPS)
     if not isinstance(size, int) or not 128 <= size <= 1024:
         raise ValueError(f"size must be an int in [128, 1024], got {size!r}")
     rng = random.Random(f"{NAME}:{seed}:{difficulty}:{size}")

@@ -36,7 +36,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice, require_seed
 from data_gen.text import fonts, words
 
 NAME = "spot_difference"
@@ -333,10 +333,8 @@ def _alter(rng: random.Random, kind: str, difficulty: str, scene: list[dict], ta
 
 
 def generate(seed: int, difficulty: str = "medium") -> Sample:
-    if difficulty not in GRID:
-        raise ValueError(f"difficulty must be one of {list(GRID)}, got {difficulty!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    require_choice("difficulty", difficulty, GRID)
+    require_seed(seed)
     rng = random.Random(f"{NAME}:{seed}:{difficulty}")
     rows, cols = rng.randint(*GRID[difficulty]), rng.randint(*GRID[difficulty])
     ch, cw = rng.randint(*HALF) // rows, rng.randint(*HALF) // cols

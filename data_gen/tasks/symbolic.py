@@ -38,7 +38,7 @@ import random
 import cv2
 import numpy as np
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice, require_seed
 from tools.executor import Executor, ToolCall
 
 NAME = "symbolic"
@@ -65,12 +65,9 @@ _EXECUTOR = Executor(device="opencv")
 
 
 def generate(seed: int, difficulty: str = "medium", form: str = "mixed") -> Sample:
-    if difficulty not in SETTINGS:
-        raise ValueError(f"difficulty must be one of {list(SETTINGS)}, got {difficulty!r}")
-    if form not in FORMS:
-        raise ValueError(f"form must be one of {list(FORMS)}, got {form!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    require_choice("difficulty", difficulty, SETTINGS)
+    require_choice("form", form, FORMS)
+    require_seed(seed)
     cfg = SETTINGS[difficulty]
     rng = random.Random(f"{NAME}:{seed}:{difficulty}:{form}")
     n = rng.randint(*cfg["edges"])

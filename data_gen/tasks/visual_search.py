@@ -40,7 +40,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice, require_seed
 from data_gen.text import fonts, words
 from tools.images import DEFAULT_MAX_PIXELS
 
@@ -76,12 +76,10 @@ QUESTIONS = {
 
 
 def generate(seed: int, difficulty: str = "medium", kind: str | None = None) -> Sample:
-    if difficulty not in SETTINGS:
-        raise ValueError(f"difficulty must be one of {list(SETTINGS)}, got {difficulty!r}")
+    require_choice("difficulty", difficulty, SETTINGS)
     if kind is not None and kind not in KINDS:
         raise ValueError(f"kind must be one of {list(KINDS)} or None (random), got {kind!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    require_seed(seed)
     cfg = SETTINGS[difficulty]
     key = f"{NAME}:{seed}:{difficulty}:{kind}"
     rng = random.Random(key)

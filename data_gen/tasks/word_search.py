@@ -40,7 +40,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data_gen.sample import AuditError, Sample
+from data_gen.sample import AuditError, Sample, require_choice, require_seed
 from data_gen.text import fonts
 
 NAME = "word_search"
@@ -73,12 +73,9 @@ QUESTIONS = {
 
 
 def generate(seed: int, difficulty: str = "medium", kind: str = "mixed") -> Sample:
-    if difficulty not in GRID:
-        raise ValueError(f"difficulty must be one of {list(GRID)}, got {difficulty!r}")
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an int, got {seed!r}")
+    require_choice("difficulty", difficulty, GRID)
+    require_choice("kind", kind, KINDS)
+    require_seed(seed)
     rng = random.Random(f"{NAME}:{seed}:{difficulty}:{kind}")
     if kind == "mixed":
         kind = rng.choice(("position", "count"))
