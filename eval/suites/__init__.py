@@ -31,5 +31,6 @@ class Task:
     category: str = "default"  # reports break accuracy down by it
     toolset: str = "default"  # the tool set the task was made for (a model profile may bring its own)
     reference_calls: int | None = None  # length of a reference tool chain, for chain-length MAE / overthink
+    reference: tuple[dict, ...] = ()  # the reference calls themselves, {"name", "arguments"}, when known
     follow_ups: tuple[FollowUp, ...] = ()
     meta: dict = field(default_factory=dict)

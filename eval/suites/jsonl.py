@@ -5,7 +5,8 @@
 
 Required: `id` (unique), `question`, `images` (paths relative to the JSONL file; PNG, JPEG, ...), `answer`
 (a string in the scorer's format). Optional: `scorer` (a name in `eval.scorers`, default `text_match`),
-`category`, `toolset`, `reference_calls` (length of a reference tool chain), `follow_ups` (scripted user
+`category`, `toolset`, `reference_calls` (length of a reference tool chain), `reference` (the reference
+tool calls, `[{"name": ..., "arguments": {...}}]`, one per turn; `--backend reference` replays them), `follow_ups` (scripted user
 turns after the answer: `[{"text": ..., "images": [...]}]`) and `meta` (anything JSON). Unknown fields are
 refused, so a typo cannot silently drop information. `write_jsonl_suite` writes any suite in this format.
 """
@@ -24,7 +25,7 @@ from eval.suites import FollowUp, Task
 from runtime.trajectory import image_key
 
 REQUIRED = ("id", "question", "images", "answer")
-OPTIONAL = ("scorer", "category", "toolset", "reference_calls", "follow_ups", "meta")
+OPTIONAL = ("scorer", "category", "toolset", "reference_calls", "reference", "follow_ups", "meta")
 
 
 def jsonl_suite(path: str | Path) -> Iterator[Task]:
@@ -62,7 +63,7 @@ def write_jsonl_suite(tasks: Iterable[Task], path: str | Path) -> Path:
         for task in tasks:
             row = {"id": task.id, "question": task.question, "images": [save(im) for im in task.images],
                    "answer": task.answer, "scorer": task.scorer, "category": task.category, "toolset": task.toolset,
-                   "reference_calls": task.reference_calls, "meta": task.meta,
+                   "reference_calls": task.reference_calls, "reference": list(task.reference), "meta": task.meta,
                    "follow_ups": [{"text": f.text, "images": [save(im) for im in f.images]} for f in task.follow_ups]}
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
@@ -89,6 +90,12 @@ def _task(row, path: Path, number: int) -> Task:
     reference = row.get("reference_calls")
     if reference is not None and (type(reference) is not int or reference < 0):
         _fail(path, number, "field 'reference_calls' must be a non-negative integer")
+    calls = row.get("reference") or []
+    if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
+                                              and isinstance(c.get("arguments"), dict) for c in calls):
+        _fail(path, number, "field 'reference' must be a list of {\"name\": ..., \"arguments\": {...}}")
+    if calls and reference is not None and reference != len(calls):
+        _fail(path, number, f"'reference_calls' is {reference} but 'reference' has {len(calls)} calls")
     follow_ups = row.get("follow_ups") or []
     if not isinstance(follow_ups, list) or not all(isinstance(f, dict) and isinstance(f.get("text"), str)
                                                    for f in follow_ups):
@@ -96,7 +103,7 @@ def _task(row, path: Path, number: int) -> Task:
     return Task(
         id=row["id"], question=row["question"], images=_images(row["images"], path, number), answer=row["answer"],
         scorer=scorer, category=str(row.get("category", "default")), toolset=str(row.get("toolset", "default")),
-        reference_calls=reference, meta=row.get("meta") or {},
+        reference_calls=len(calls) if calls else reference, reference=tuple(calls), meta=row.get("meta") or {},
         follow_ups=tuple(FollowUp(f["text"], _images(f.get("images", []), path, number)) for f in follow_ups),
     )
 

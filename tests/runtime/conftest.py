@@ -1,8 +1,8 @@
-"""Session fixtures: tiny local Qwen-VL processors (real chat templates, no weights; see tiny_qwen.py)."""
+"""Session fixtures: tiny local Qwen-VL processors (real chat templates, no weights; see runtime/tiny_model.py)."""
 
 import pytest
 
-from tests.runtime.tiny_qwen import build_processor
+from runtime.tiny_model import build_processor
 
 
 @pytest.fixture(scope="session")

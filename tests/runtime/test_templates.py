@@ -1,5 +1,5 @@
 """Protocol adapters against the real chat templates (TRL's copies of Qwen's official ones) and the real
-processors (tests/runtime/tiny_qwen.py): what each protocol renders is what the model saw in training.
+processors (runtime/tiny_model.py): what each protocol renders is what the model saw in training.
 
 Trajectories are built the way eval/ and data_gen/ build them: `Episode` driven by scripted completions,
 observations handed back as a tool runner would (errors as `Error: ...` text), plus a few by hand.
@@ -20,7 +20,7 @@ from runtime.profiles import get_profile
 from runtime.protocols import CodeProtocol, HermesProtocol, Observation, OpenAIProtocol, Prompt
 from runtime.toolbox import ToolBox
 from runtime.trajectory import Trajectory, image, message_text, tool_call
-from tests.runtime.tiny_qwen import chat_template
+from runtime.tiny_model import chat_template
 from tools.images import demo_image
 from tools.toolsets import get_toolset
 

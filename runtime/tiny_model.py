@@ -110,3 +110,46 @@ def build_processor(kind: str, directory):
     directory.mkdir(parents=True, exist_ok=True)
     processor.save_pretrained(directory)
     return AutoProcessor.from_pretrained(directory, local_files_only=True)
+
+
+def build_model(kind: str, directory, seed: int = 0) -> Path:
+    """A complete tiny `kind` checkpoint in `directory`: the processor above plus a random-weight model
+    (seeded, float32, about 1-2 MB) that vLLM, transformers and TRL load like any Qwen-VL checkpoint. It
+    answers noise: use it to exercise pipelines, never to measure a model."""
+    import torch
+    import transformers
+
+    directory = Path(directory)
+    processor = build_processor(kind, directory)
+    tokenizer = processor.tokenizer
+    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in (
+        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
+        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>"))}
+    eos, pad = tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    # head_dim 32: the smallest head size vLLM's CPU attention supports; mrope sections sum to head_dim / 2
+    text = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096, eos_token_id=eos, bos_token_id=None,
+                pad_token_id=pad, tie_word_embeddings=True,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6]})
+    if kind == "qwen2_5_vl":
+        vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=14,
+                      fullatt_block_indexes=[1], window_size=112)
+        config = transformers.Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
+        model_class = transformers.Qwen2_5_VLForConditionalGeneration
+    else:
+        text["head_dim"] = 32
+        text["rope_parameters"]["mrope_interleaved"] = True
+        vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+                      num_position_embeddings=64, deepstack_visual_indexes=[0])
+        config = transformers.Qwen3VLConfig(text_config=text, vision_config=vision, **ids)
+        model_class = transformers.Qwen3VLForConditionalGeneration
+    config.tie_word_embeddings = True
+    torch.manual_seed(seed)
+    model = model_class(config).to(torch.float32).eval()
+    model.generation_config.eos_token_id = eos
+    model.generation_config.pad_token_id = pad
+    model.save_pretrained(directory)
+    (directory / "README.md").write_text(
+        f"# tiny random-weight {kind} (tirlab smoke model)\n\nBuilt by `runtime.tiny_model.build_model` with seed "
+        f"{seed}. Random weights: its outputs are noise. It exists to run tirlab's pipelines end to end on a CPU.\n")
+    return directory
