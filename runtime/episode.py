@@ -168,6 +168,17 @@ class Episode:
         else:
             self.state = State.GENERATING
 
+    def follow_up(self, question: str, images: Sequence = ()) -> None:
+        """A scripted user turn after the model answered (VisualToolBench's multi-turn tasks): the answer
+        so far is kept in meta["answers"] and the episode waits for the model again."""
+        self._expect(State.DONE)
+        if self.stop_reason not in (Stop.ANSWER, Stop.FINAL_MESSAGE):
+            raise EpisodeError(f"a follow-up needs an answered episode; this one stopped on {self.stop_reason.value}")
+        self.trajectory.meta.setdefault("answers", []).append(self.answer)
+        indices = [self.add_image(picture) for picture in images]
+        self.trajectory.add("user", *[image(i) for i in indices], question)
+        self.state, self.stop_reason, self.answer = State.GENERATING, None, None
+
     def add_image(self, picture) -> int:
         return self.trajectory.add_image(to_array(picture, self.max_pixels))
 

