@@ -17,9 +17,33 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
+from dataclasses import replace
+
+import numpy as np
 
 from eval.backends import Completion, Sampling, pil_images, render_text
 from runtime.protocols import Prompt
+from runtime.trajectory import image_key
+
+
+class _ImageIds:
+    """Content keys of the images prompts show, computed once per image object. Every turn of an episode
+    shows its earlier images again; with a key vLLM finds them in its multimodal cache instead of hashing
+    and preprocessing them again."""
+
+    def __init__(self):
+        self._keys: dict[int, tuple[weakref.ref, str]] = {}
+
+    def key(self, image: np.ndarray) -> str:
+        hit = self._keys.get(id(image))
+        if hit is not None and hit[0]() is image:
+            return hit[1]
+        if len(self._keys) > 100_000:  # drop the entries of collected images
+            self._keys = {k: v for k, v in self._keys.items() if v[0]() is not None}
+        key = image_key(image)
+        self._keys[id(image)] = (weakref.ref(image), key)
+        return key
 
 
 class VLLMEngineBackend:
@@ -40,9 +64,15 @@ class VLLMEngineBackend:
                        gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
                        **{k: v for k, v in optional.items() if v is not None}, **engine_kwargs)
         self.engine = self.llm.llm_engine
+        from vllm.platforms import current_platform
+
+        # vLLM's CPU backend crashes when a request with its own seed is prefilled in chunks ("CPU Generator
+        # does not use offset", vLLM 0.32): there, sampling uses the engine's seed
+        self.request_seeds = not current_platform.is_cpu()
         self.processor = AutoProcessor.from_pretrained(model, **(mm_processor_kwargs or {}))
         self.model = model
         self.limit_images = limit_images
+        self._image_ids = _ImageIds()
         self._submitted: dict[str, float] = {}  # request id -> submit time
         self._failed: list[tuple[str, Completion]] = []  # rejected at submit, returned by the next poll
 
@@ -55,7 +85,9 @@ class VLLMEngineBackend:
             request = {"prompt": render_text(self.processor, prompt)}
             if prompt.images:
                 request["multi_modal_data"] = {"image": pil_images(prompt)}
-            self.engine.add_request(key, request, self._params(sampling, prompt.stop))
+                request["multi_modal_uuids"] = {"image": [self._image_ids.key(image) for image in prompt.images]}
+            seeded = sampling if self.request_seeds else replace(sampling, seed=None)
+            self.engine.add_request(key, request, self._params(seeded, prompt.stop))
         except ValueError as err:  # e.g. a prompt longer than max_model_len: that episode ends, the run goes on
             self._failed.append((key, Completion("", error=f"vLLM refused the request: {err}")))
             return

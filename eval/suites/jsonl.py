@@ -4,11 +4,12 @@
      "answer": "3.5", "scorer": "numeric", "category": "instruments", "reference_calls": 2}
 
 Required: `id` (unique), `question`, `images` (paths relative to the JSONL file; PNG, JPEG, ...), `answer`
-(a string in the scorer's format). Optional: `scorer` (a name in `eval.scorers`, default `text_match`),
-`category`, `toolset`, `reference_calls` (length of a reference tool chain), `reference` (the reference
-tool calls, `[{"name": ..., "arguments": {...}}]`, one per turn; `--backend reference` replays them), `follow_ups` (scripted user
-turns after the answer: `[{"text": ..., "images": [...]}]`) and `meta` (anything JSON). Unknown fields are
-refused, so a typo cannot silently drop information. `write_jsonl_suite` writes any suite in this format.
+(a string in the scorer's format). Optional: `scorer` (a spec in `eval.scorers`, e.g. `numeric(rel=0.02)`;
+default `text_match`), `category`, `toolset`, `reference_calls` (length of a reference tool chain),
+`reference` (the reference tool calls, `[{"name": ..., "arguments": {...}}]`, one per turn;
+`--backend reference` replays them), `follow_ups` (scripted user turns after the answer:
+`[{"text": ..., "images": [...]}]`) and `meta` (anything JSON). Unknown fields are refused, so a typo cannot
+silently drop information. `write_jsonl_suite` writes any suite in this format.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Iterable, Iterator, NoReturn
 import numpy as np
 from PIL import Image
 
-from eval.scorers import SCORERS
+from eval.scorers import check_scorer
 from eval.suites import FollowUp, Task
 from runtime.trajectory import image_key
 
@@ -85,8 +86,10 @@ def _task(row, path: Path, number: int) -> Task:
         if not isinstance(row[key], str) or (key == "id" and not row[key]):
             _fail(path, number, f"field {key!r} must be a{' non-empty' if key == 'id' else ''} string")
     scorer = row.get("scorer", "text_match")
-    if scorer not in SCORERS:
-        _fail(path, number, f"unknown scorer {scorer!r}; available: {', '.join(SCORERS)}")
+    try:
+        check_scorer(scorer)
+    except ValueError as err:
+        _fail(path, number, str(err))
     reference = row.get("reference_calls")
     if reference is not None and (type(reference) is not int or reference < 0):
         _fail(path, number, "field 'reference_calls' must be a non-negative integer")
