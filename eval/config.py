@@ -66,6 +66,8 @@ class EvalConfig:
     batch_size: int = _help("--backend hf: prompts per generate call.", default=8)
 
     def __post_init__(self):
+        if isinstance(self.tools, bool):  # YAML reads a bare `tools: on` / `tools: none`-like `off` as a boolean
+            self.tools = "on" if self.tools else "none"
         problems = []
         if self.backend not in BACKENDS:
             problems.append(f"--backend must be one of {BACKENDS}, got {self.backend!r}")

@@ -93,9 +93,12 @@ def unique_records(records: Iterable[dict]) -> list[dict]:
 
 
 def merge(path: str | Path) -> list[dict]:
-    """Join the shard files of a run into records.jsonl (checking every shard of the split is there)."""
+    """Join the shard files of a run into records.jsonl (checking every shard of the split is there). A run
+    merged already is left as it is (a requeued merge job does no harm)."""
     run = RunDir(path)
     shards = sorted(run.path.glob("records.shard-*-of-*.jsonl"))
+    if not shards and (run.path / "records.jsonl").exists():
+        return run.records()
     if not shards:
         raise ValueError(f"{run.path} has no shard files (records.shard-<i>-of-<n>.jsonl) to merge")
     counts = {int(f.stem.rsplit("-of-", 1)[1]) for f in shards}

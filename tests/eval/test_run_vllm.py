@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from eval.config import EvalConfig
+from eval.presets import preset_for
 from eval.run_vllm import evaluate, main, resolve
 from eval.rundir import RunDir
 
@@ -85,6 +86,7 @@ def test_shards_cover_the_suite_once_and_merge_into_one_report(tmp_path):
     assert len(records) == 8 and len({r["id"] for r in records}) == 8
     assert (out / "records.jsonl").exists() and not list(out.glob("records.shard-*"))
     assert "| maze |" in (out / "report.md").read_text()
+    assert main(["merge", str(out)]) == 0 and len(_records(out)) == 8  # merging again changes nothing
 
 
 def test_merge_refuses_a_split_with_a_missing_shard(tmp_path):
@@ -132,3 +134,16 @@ def test_a_jsonl_suite_runs_with_its_own_scorers(tmp_path):
     evaluate(_config(tmp_path / "run", suite=str(suite)))
     records = _records(tmp_path / "run")
     assert len(records) == 4 and all(r["score"] == 1.0 for r in records)
+
+
+@pytest.mark.parametrize("recipe", sorted((ROOT / "recipes" / "eval").glob("*/*.yaml")), ids=lambda p: p.parent.name)
+def test_recipes_parse_into_complete_configurations(recipe):
+    from eval.run_vllm import parse
+
+    config = resolve(parse(["--config", str(recipe)]))
+    assert config.model and config.preset and config.out and config.max_tokens
+    assert preset_for(config.model).name == config.preset  # the recipe's preset is the one its model implies
+
+
+def test_the_slurm_launcher_is_valid_bash():
+    subprocess.run(["bash", "-n", str(ROOT / "recipes" / "slurm" / "eval.sbatch")], check=True)
