@@ -39,17 +39,20 @@ def _value(schema: dict) -> str:
         return "(" + "|".join(re.escape(json.dumps(v, ensure_ascii=False)) for v in schema["enum"]) + ")"
     kind = schema.get("type")
     kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
-    sign = "" if (schema.get("minimum") or schema.get("exclusiveMinimum") or -1) >= 0 else "-?"
+    low, high = schema.get("minimum", schema.get("exclusiveMinimum")), schema.get("maximum")
+    sign = "" if low is not None and low >= 0 else "-?"
+    width = min(3, len(str(int(abs(high))))) if high is not None else 3
+    whole = f"(0|[1-9][0-9]{{0,{width - 1}}})"  # JSON numbers have no leading zeros
     if kind == "integer":
-        return sign + r"[0-9]{1,3}"
+        return sign + whole
     if kind == "number":
-        return sign + r"[0-9]{1,3}(\.[0-9]{1,2})?"
+        return sign + whole + r"(\.[0-9]{1,2})?"
     if kind == "boolean":
         return "(true|false)"
     if kind == "array":
         item = _value(schema.get("items") or {"type": "number"})
         low = max(1, schema.get("minItems", 1))
-        high = max(low, schema.get("maxItems", low))
+        high = max(low, schema.get("maxItems", 8))
         return r"\[" + item + "(, " + item + "){" + f"{low - 1},{high - 1}" + r"}\]"
     if kind == "object":
         return r"\{\}"

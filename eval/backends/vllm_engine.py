@@ -56,6 +56,7 @@ class VLLMEngineBackend:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
         from transformers import AutoProcessor
         from vllm import LLM
+        from vllm.exceptions import VLLMClientError
 
         optional = {"max_num_seqs": max_num_seqs, "mm_processor_kwargs": mm_processor_kwargs}
         self.llm = LLM(model=model, max_model_len=max_model_len, dtype=dtype, seed=seed,
@@ -64,6 +65,7 @@ class VLLMEngineBackend:
                        gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
                        **{k: v for k, v in optional.items() if v is not None}, **engine_kwargs)
         self.engine = self.llm.llm_engine
+        self._client_error = VLLMClientError  # a request vLLM refuses (too long, bad parameters)
         from vllm.platforms import current_platform
 
         # vLLM's CPU backend crashes when a request with its own seed is prefilled in chunks ("CPU Generator
@@ -88,7 +90,7 @@ class VLLMEngineBackend:
                 request["multi_modal_uuids"] = {"image": [self._image_ids.key(image) for image in prompt.images]}
             seeded = sampling if self.request_seeds else replace(sampling, seed=None)
             self.engine.add_request(key, request, self._params(seeded, prompt.stop))
-        except ValueError as err:  # e.g. a prompt longer than max_model_len: that episode ends, the run goes on
+        except (ValueError, self._client_error) as err:  # e.g. a prompt over max_model_len: that episode ends
             self._failed.append((key, Completion("", error=f"vLLM refused the request: {err}")))
             return
         self._submitted[key] = start

@@ -1,0 +1,148 @@
+"""The evaluation loop on the real vLLM CPU engine and the tiny random-weight model: complete multi-turn
+episodes whose tool calls (forced by structured outputs) run through the real tools; episodes batched
+across turns; no-tools mode; HF generate agreeing with vLLM; the reference policy scoring the suite."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eval.backends import Sampling
+from eval.backends.hf_generate import HFGenerateBackend
+from eval.backends.reference import ReferenceBackend
+from eval.grammar import tool_call_regex
+from eval.loop import EvalLoop
+from eval.presets import get_preset
+from eval.run_vllm import _toolboxes
+from eval.suites import FollowUp, Task
+from eval.suites.synthetic import synthetic_suite
+from runtime.profiles import get_profile
+from runtime.protocols import HermesProtocol
+from runtime.toolbox import ToolBox
+from tools.toolsets import get_toolset
+
+from tests.eval.engines import tiny_engine, tiny_model_dir  # noqa: F401, E402
+
+PROFILE = get_preset("qwen2.5-vl").profile
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return list(synthetic_suite(("rotated_ocr", "rotation_game"), per_task=3))
+
+
+class CountingBackend:
+    """The real engine, watched: how many requests are in flight at each submit, and at which turns."""
+
+    def __init__(self, backend):
+        self.backend, self.in_flight_at_submit, self.turns_in_flight = backend, [], []
+
+    def submit(self, key, prompt, sampling):
+        self.backend.submit(key, prompt, sampling)
+        self.in_flight_at_submit.append(self.backend.in_flight())
+        self.turns_in_flight.append(key.split(":")[0])
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+
+def test_forced_tool_calls_run_real_tools_in_every_episode(tiny_engine, tasks):
+    backend = CountingBackend(tiny_engine)
+    loop = EvalLoop(backend, PROFILE, Sampling(max_tokens=160, temperature=1.0), _toolboxes(PROFILE),
+                    force_tool_calls=2)
+    finished = list(loop.run([(task, "tools") for task in tasks]))
+    assert sorted(f.task.id for f in finished) == sorted(t.id for t in tasks)
+    for episode in finished:
+        messages = episode.trajectory.messages
+        calls = [c for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", ())]
+        tool_messages = [m for m in messages if m["role"] == "tool"]
+        assert episode.stop_reason == "answer" and episode.turns == 3 and len(calls) == 2
+        assert [m["tool_call_id"] for m in tool_messages] == [c["id"] for c in calls]
+        for call, message in zip(calls, tool_messages):
+            assert call["function"]["name"] == "rotate"
+            json.loads(call["function"]["arguments"])
+            if message["error"]:  # a random angle out of range: the tool's error goes back to the model
+                assert message["content"][-1]["text"].startswith("Error: ")
+            else:  # a rotation ran: its image is in the workspace and the tool message
+                assert any(part["type"] == "image" for part in message["content"])
+        assert episode.prompt_tokens > 0 and episode.completion_tokens > 0
+    assert sum(not m["error"] for f in finished for m in f.trajectory.messages if m["role"] == "tool") >= 2
+    # continuous batching: turns of all episodes share the engine, and later turns join while others run
+    assert max(backend.in_flight_at_submit) == len(tasks)
+    assert len(set(backend.turns_in_flight)) == 3
+
+
+def test_no_tools_mode_shows_no_tools_and_answers_in_one_turn(tiny_engine, tasks):
+    loop = EvalLoop(tiny_engine, PROFILE, Sampling(max_tokens=48), _toolboxes(PROFILE), force_tool_calls=2)
+    finished = list(loop.run([(task, "no_tools") for task in tasks[:3]]))
+    for episode in finished:
+        assert episode.trajectory.tools == [] and episode.turns == 1 and episode.stop_reason == "answer"
+        system = episode.trajectory.messages[0]
+        assert system["role"] != "system" or "<tools>" not in system["content"][0]["text"]
+
+
+def test_a_prompt_over_the_context_ends_that_episode_only(tiny_engine, tasks):
+    long_task = Task("long", "word " * 6000, tasks[0].images, "x", "text_match")
+    loop = EvalLoop(tiny_engine, PROFILE, Sampling(max_tokens=16), _toolboxes(PROFILE))
+    finished = {f.task.id: f for f in loop.run([(long_task, "tools"), (tasks[0], "tools")])}
+    assert finished["long"].stop_reason == "error" and "vLLM refused" in finished["long"].error
+    assert finished[tasks[0].id].error is None
+
+
+def test_tool_call_regex_accepts_every_reference_call():
+    import re
+
+    toolset = get_toolset("default")
+    pattern = re.compile(tool_call_regex(list(toolset.schemas())))
+    checked = 0
+    for task in synthetic_suite(per_task=1):
+        if task.toolset != "default":
+            continue
+        schemas = {s["function"]["name"]: s["function"] for s in toolset.schemas()}
+        for call in task.reference:
+            required = schemas[call["name"]]["parameters"].get("required", [])
+            arguments = {k: call["arguments"][k] for k in required}
+            block = json.dumps({"name": call["name"], "arguments": arguments})
+            if all(_small_ints(v) for v in arguments.values()):
+                assert pattern.fullmatch(f"<tool_call>\n{block}\n</tool_call>"), block
+                checked += 1
+    assert checked >= 5
+
+
+def _small_ints(value) -> bool:
+    """Values within the bounds the regex draws from: integers below 1000, lists of up to 8 of them."""
+    values = value if isinstance(value, list) else [value]
+    return len(values) <= 8 and all(type(v) is int and 0 <= v < 1000 for v in values)
+
+
+def test_hf_generate_and_vllm_agree_on_greedy_replies(tiny_engine, tiny_model_dir, tasks):
+    hf = HFGenerateBackend(str(tiny_model_dir), dtype="float32", batch_size=4)
+    sampling = Sampling(max_tokens=24)
+    replies = {}
+    for name, backend in (("vllm", tiny_engine), ("hf", hf)):
+        loop = EvalLoop(backend, PROFILE, sampling, _toolboxes(PROFILE))
+        replies[name] = {f.task.id: f.trajectory.messages[-1]["content"][0]["text"]
+                         for f in loop.run([(task, "tools") for task in tasks[:4]])}
+    assert replies["hf"] == replies["vllm"]
+
+
+def test_follow_ups_continue_an_answered_episode():
+    task = next(t for t in synthetic_suite(("rotated_ocr",), per_task=1))
+    image = task.images[0][:64, :64]
+    task = Task(task.id, task.question, task.images, task.answer, task.scorer, reference=task.reference,
+                reference_calls=task.reference_calls, toolset=task.toolset,
+                follow_ups=(FollowUp("And now this one?", (image,)), FollowUp("Sure?")))
+    profile = get_profile("qwen2_5_vl")
+    loop = EvalLoop(ReferenceBackend([task]), profile, Sampling(), lambda t, m: ToolBox(t.toolset))
+    (finished,) = loop.run([(task, "tools")])
+    users = [m for m in finished.trajectory.messages if m["role"] == "user"]
+    assert [m["content"][-1]["text"] for m in users[-2:]] == ["And now this one?", "Sure?"]
+    assert finished.trajectory.meta["answers"] == [task.answer, task.answer]
+    assert finished.answer == task.answer and finished.stop_reason == "answer"
+    assert (finished.trajectory.images[-1] == image).all()
+
+
+def test_generic_profile_renders_tools_through_the_template():
+    assert isinstance(get_preset("generic").profile.protocol, HermesProtocol)
+    assert get_preset("generic").profile.protocol.tools_in == "template"
