@@ -64,6 +64,10 @@ class EvalConfig:
     timeout_s: float = _help("--backend openai: seconds per request before a retry.", default=600.0)
     retries: int = _help("--backend openai: retries of a failed request.", default=4)
     batch_size: int = _help("--backend hf: prompts per generate call.", default=8)
+    judge_model: str | None = _help("The LLM judge for tasks scored by 'judge': 'same' (the evaluated model's "
+                                    "backend) or a model, served by --judge_base_url or else started in vLLM "
+                                    "after the run.", default=None)
+    judge_base_url: str | None = _help("OpenAI-compatible server of the judge model.", default=None)
 
     def __post_init__(self):
         if isinstance(self.tools, bool):  # YAML reads a bare `tools: on` / `tools: none`-like `off` as a boolean

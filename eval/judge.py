@@ -33,6 +33,8 @@ from eval.backends import Backend, Completion, Sampling
 from runtime.protocols import Prompt
 from runtime.protocols.base import reply_text
 
+JUDGE = "judge"  # the scorer name of tasks an LLM judge scores (task.meta["rubric"]: its criteria, if any)
+
 
 @dataclass(frozen=True)
 class JudgeItem:

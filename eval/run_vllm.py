@@ -23,6 +23,7 @@ from pathlib import Path
 
 from eval.backends import Sampling
 from eval.config import GPU_DEFAULT_MODEL, SMOKE_MODEL, EvalConfig, smoke_model_dir
+from eval.judge import JUDGE, Judge, JudgeItem
 from eval.loop import EvalLoop, Finished
 from eval.presets import get_preset, preset_for
 from eval.report import write_report
@@ -103,8 +104,12 @@ def evaluate(config: EvalConfig) -> list[dict]:
         budgets = replace(profile.budgets, max_images=config.max_images,
                           **{k: getattr(config, k) for k in ("max_turns", "max_tool_calls") if getattr(config, k)})
         profile = replace(profile, budgets=budgets)
+    judged = [t.id for t in tasks if t.scorer == JUDGE]
+    if judged and not config.judge_model:
+        raise ValueError(f"{len(judged)} task(s), e.g. {judged[0]!r}, are scored by an LLM judge: pass --judge_model "
+                         "('same', or a model with --judge_base_url or run in vLLM)")
     backend = _backend(config, preset, tasks) if work else None
-    records = []
+    records, to_judge = [], []
     try:
         if work:
             sampling = Sampling(max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p,
@@ -114,10 +119,18 @@ def evaluate(config: EvalConfig) -> list[dict]:
             progress = _Progress(len(work))
             for finished in loop.run(work):
                 record = make_record(finished, run, config)
+                if record["scorer"] == JUDGE:  # written once judged: an interrupted run redoes it
+                    to_judge.append((finished.task, record))
+                    continue
                 run.append(record)
                 records.append(record)
                 progress.update(record)
             progress.close()
+        if to_judge:
+            backend = _judge(config, backend, to_judge)
+            for _, record in to_judge:
+                run.append(record)
+                records.append(record)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {len(done) + len(records)} records are saved in {run.records_path}; run the same "
               "command again to resume", file=sys.stderr)
@@ -138,7 +151,8 @@ def make_record(finished: Finished, run: RunDir, config: EvalConfig) -> dict:
     task = finished.task
     score, score_error = None, None
     try:
-        score = get_scorer(task.scorer)(finished.answer, task.answer)
+        if task.scorer != JUDGE:
+            score = get_scorer(task.scorer)(finished.answer, task.answer)
     except Exception as err:  # noqa: BLE001 - a scorer that fails on one answer must not stop the run
         score_error = f"{type(err).__name__}: {err}"
     return {"id": task.id, "category": task.category, "scorer": task.scorer, "mode": finished.mode,
@@ -146,8 +160,37 @@ def make_record(finished: Finished, run: RunDir, config: EvalConfig) -> dict:
             "score_error": score_error, "stop_reason": finished.stop_reason, "error": finished.error,
             "turns": finished.turns, "tool_calls": finished.tool_calls, "reference_calls": task.reference_calls,
             "prompt_tokens": finished.prompt_tokens, "completion_tokens": finished.completion_tokens,
-            "latency_s": round(finished.latency_s, 3), "model": config.model, "profile": config.preset,
+            "latency_s": round(finished.latency_s, 3), "model": config.model,
+            "profile": finished.trajectory.meta["profile"],
             "trajectory": finished.trajectory.to_dict(run.images)}
+
+
+def _judge(config: EvalConfig, backend, to_judge: list[tuple[Task, dict]]):
+    """Score the judge's tasks: on the evaluated model's backend ('same'), a judge server, or a vLLM engine
+    started for the judge (the evaluated model's engine is closed first, to free its memory). Returns the
+    backend the caller must close."""
+    if config.judge_model == "same":
+        judge_backend = backend
+    elif config.judge_base_url:
+        from eval.backends.openai_http import OpenAIHTTPBackend
+
+        judge_backend = OpenAIHTTPBackend(config.judge_base_url, config.judge_model)
+    else:
+        from eval.backends.vllm_engine import VLLMEngineBackend
+
+        if backend is not None:
+            backend.close()
+        backend = judge_backend = VLLMEngineBackend(config.judge_model, max_model_len=config.max_model_len,
+                                                    tensor_parallel_size=config.tensor_parallel_size,
+                                                    gpu_memory_utilization=config.gpu_memory_utilization)
+    items = [JudgeItem(task.question, task.answer, record["prediction"], task.meta.get("rubric"), task.images)
+             for task, record in to_judge]
+    for (_, record), verdict in zip(to_judge, Judge(judge_backend).judge_many(items)):
+        record.update(score=verdict.score, score_error=verdict.error,
+                      judge={"model": config.judge_model, "reply": verdict.raw, "criteria": verdict.items})
+    if judge_backend is not backend:
+        judge_backend.close()
+    return backend
 
 
 def _suite(config: EvalConfig) -> list[Task]:
@@ -285,14 +328,16 @@ class _Progress:
 
 
 def _print_headline(summary: dict) -> None:
-    print(json.dumps({mode: {k: v for k, v in stats.items() if k in ("n", "accuracy", "tool_call_rate")}
-                      for mode, stats in summary.get("modes", {}).items()}, indent=1))
+    for mode, stats in summary["modes"].items():
+        overall = stats["overall"]
+        print(f"{mode}: accuracy {overall['accuracy']:.3f} over {overall['n']} tasks, tool-call rate "
+              f"{overall['tool_call_rate']:.2f}, {overall['calls_per_episode']:.2f} calls per task")
 
 
 def _merge_or_report(command: str, paths: list[str]) -> int:
     if not paths:
-        print(f"usage: python eval/run_vllm.py {command} RUN_DIR" + (" [OTHER_RUN_DIR ...]" if command == "report" else ""),
-              file=sys.stderr)
+        others = " [OTHER_RUN_DIR ...]" if command == "report" else ""
+        print(f"usage: python eval/run_vllm.py {command} RUN_DIR{others}", file=sys.stderr)
         return 2
     run = RunDir(paths[0])
     records = merge(run.path) if command == "merge" else run.records()

@@ -4,7 +4,8 @@
      "answer": "3.5", "scorer": "numeric", "category": "instruments", "reference_calls": 2}
 
 Required: `id` (unique), `question`, `images` (paths relative to the JSONL file; PNG, JPEG, ...), `answer`
-(a string in the scorer's format). Optional: `scorer` (a spec in `eval.scorers`, e.g. `numeric(rel=0.02)`;
+(a string in the scorer's format). Optional: `scorer` (a spec in `eval.scorers`, e.g. `numeric(rel=0.02)`, or
+`judge`: an LLM judge compares the answer with `answer` and the criteria in `meta.rubric`, if given;
 default `text_match`), `category`, `toolset`, `reference_calls` (length of a reference tool chain),
 `reference` (the reference tool calls, `[{"name": ..., "arguments": {...}}]`, one per turn;
 `--backend reference` replays them), `follow_ups` (scripted user turns after the answer:
@@ -21,6 +22,7 @@ from typing import Iterable, Iterator, NoReturn
 import numpy as np
 from PIL import Image
 
+from eval.judge import JUDGE
 from eval.scorers import check_scorer
 from eval.suites import FollowUp, Task
 from runtime.trajectory import image_key
@@ -87,9 +89,10 @@ def _task(row, path: Path, number: int) -> Task:
             _fail(path, number, f"field {key!r} must be a{' non-empty' if key == 'id' else ''} string")
     scorer = row.get("scorer", "text_match")
     try:
-        check_scorer(scorer)
+        if scorer != JUDGE:
+            check_scorer(scorer)
     except ValueError as err:
-        _fail(path, number, str(err))
+        _fail(path, number, f"{err}; or '{JUDGE}' for an LLM judge (meta.rubric: its criteria)")
     reference = row.get("reference_calls")
     if reference is not None and (type(reference) is not int or reference < 0):
         _fail(path, number, "field 'reference_calls' must be a non-negative integer")
