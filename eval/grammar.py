@@ -1,6 +1,6 @@
 """Regexes that constrain a reply to a Hermes tool call or to an answer (vLLM structured outputs).
 
-A random-weight smoke model never calls a tool by itself. With `--force-tool-calls N` the harness
+A random-weight smoke model never calls a tool by itself. With `--force_tool_calls N` the harness
 constrains each episode's first N replies to a well-formed call of one of the episode's tools (arguments
 drawn by the model within the shapes the tool's JSON schema allows) and the next reply to an answer, so
 a smoke run drives real tool calls through the whole loop. The model still chooses which tool and which
@@ -12,9 +12,26 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 
-THINK = r"(<think>[a-z ,.]{1,120}</think>\n)?"
-ANSWER = THINK + r"<answer>[A-Za-z0-9 ,.\[\]-]{1,24}</answer>"
+ANSWER = r"<answer>[A-Za-z0-9 ,.\[\]-]{1,24}</answer>"
+
+
+@dataclass(frozen=True)
+class ForcedReplies:
+    """The first `calls` replies of an episode must each be one tool call, the next one an answer; each may
+    start with a `<think>` block of `think` characters (min, max; min 0 makes it optional)."""
+    calls: int
+    think: tuple[int, int] = (0, 120)
+
+    def regex(self, schemas: list[dict], turn: int) -> str:
+        """The regex for reply `turn` (0-based) of an episode that shows these tool schemas."""
+        low, high = self.think
+        think = r"<think>[a-z ,.]{%d,%d}</think>\n" % (max(low, 1), high)
+        think = f"({think})?" if low == 0 else think
+        if schemas and turn < self.calls:
+            return think + tool_call_regex(schemas)
+        return think + ANSWER
 
 
 def tool_call_regex(schemas: list[dict]) -> str:
@@ -22,7 +39,7 @@ def tool_call_regex(schemas: list[dict]) -> str:
     if not schemas:
         raise ValueError("forcing tool calls needs tools: this episode has none (--tools none?)")
     calls = "|".join(_call(schema["function"] if "function" in schema else schema) for schema in schemas)
-    return THINK + r"<tool_call>\n(" + calls + r")\n</tool_call>"
+    return r"<tool_call>\n(" + calls + r")\n</tool_call>"
 
 
 def _call(function: dict) -> str:

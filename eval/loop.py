@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator
 
 from eval.backends import Backend, Completion, Sampling
-from eval.grammar import ANSWER, tool_call_regex
+from eval.grammar import ForcedReplies
 from eval.suites import Task
 from runtime.episode import Episode, State, Stop
 from runtime.profiles import Budgets, ModelProfile
@@ -63,7 +63,7 @@ class Finished:
 class EvalLoop:
     def __init__(self, backend: Backend, profile: ModelProfile, sampling: Sampling,
                  toolbox_for: Callable[[Task, str], ToolBox], budgets_for: Callable[[Task], Budgets] | None = None,
-                 max_active: int = 256, force_tool_calls: int = 0, seed: int = 0):
+                 max_active: int = 256, forced: ForcedReplies | None = None, seed: int = 0):
         if max_active < 1:
             raise ValueError(f"max_active must be at least 1, got {max_active}")
         self.backend = backend
@@ -72,7 +72,7 @@ class EvalLoop:
         self.toolbox_for = toolbox_for  # (task, mode) -> the ToolBox its episode uses
         self.budgets_for = budgets_for or (lambda task: profile.budgets)
         self.max_active = max_active
-        self.force_tool_calls = force_tool_calls  # see eval/grammar.py: smoke runs of random-weight models
+        self.forced = forced  # see eval/grammar.py: smoke runs of random-weight models
         self.seed = seed
 
     def run(self, work: Iterable[tuple[Task, str]]) -> Iterator[Finished]:
@@ -126,16 +126,10 @@ class EvalLoop:
         episode = item.episode
         key = f"{episode.turns}:{item.mode}:{item.task.id}"
         seed = zlib.crc32(f"{self.seed}:{key}".encode())  # reproducible per turn, whatever the batch around it
-        sampling = replace(self.sampling, seed=seed, regex=self._forced(episode))
+        regex = self.forced.regex(episode.trajectory.tools, episode.turns) if self.forced else self.sampling.regex
+        sampling = replace(self.sampling, seed=seed, regex=regex)
         waiting[key] = item
         self.backend.submit(key, episode.prompt(), sampling)
-
-    def _forced(self, episode: Episode) -> str | None:
-        if not self.force_tool_calls:
-            return self.sampling.regex
-        if episode.trajectory.tools and episode.turns < self.force_tool_calls:
-            return tool_call_regex(episode.trajectory.tools)
-        return ANSWER
 
     def _receive(self, item: Live, completion: Completion, tool_queue: list[Live], finished: list[Live],
                  waiting: dict[str, Live]) -> None:
@@ -194,3 +188,23 @@ class EvalLoop:
         return Finished(item.task, item.mode, episode.trajectory, episode.stop_reason.value, episode.answer or "",
                         episode.turns, episode.tool_calls, item.prompt_tokens, item.completion_tokens,
                         time.perf_counter() - item.started, episode.trajectory.meta.get("error"))
+
+
+def toolboxes(profile: ModelProfile) -> Callable[[Task, str], ToolBox]:
+    """One ToolBox per tool set (a task's own, unless the model brings its own) and one without tools."""
+    cache: dict = {}
+
+    def toolbox_for(task: Task, mode: str) -> ToolBox:
+        key = None if mode == "no_tools" else (profile.toolset or task.toolset)
+        if key not in cache:
+            if key is None:
+                cache[key] = ToolBox(None)
+            elif profile.code_tool:
+                from runtime.sandbox import SandboxPool
+
+                cache[key] = ToolBox.for_profile(profile, sandbox=SandboxPool())
+            else:
+                cache[key] = ToolBox(key)
+        return cache[key]
+
+    return toolbox_for

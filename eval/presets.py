@@ -4,14 +4,16 @@ A preset names the runtime profile (protocol, box convention, prompts, stop stri
 `runtime/profiles.py`), the image size the processor may use, and the sampling the family is evaluated
 with. `--preset` picks one; without it, the model's name or its config's `model_type` decides.
 
-| preset | profile | max pixels | sampling | hub examples |
-|---|---|---|---|---|
-| qwen2.5-vl | qwen2_5_vl: Hermes, tools in the system prompt, pixel boxes | 1280·28² | greedy, 2048 tokens | Qwen/Qwen2.5-VL-7B-Instruct |
-| qwen3-vl | qwen3_vl: Hermes through the native template, 0-1000 boxes | 1280·32² | greedy, 2048 tokens | Qwen/Qwen3-VL-8B-Instruct |
-| deepeyes | deepeyes: its system prompt, `image_zoom_in_tool`, one call a turn | 1280·28² | greedy, 2048 tokens | ChenShawn/DeepEyes-7B |
-| thyme | thyme: `<code>` run in the sandbox, output in the assistant turn | 1280·28² | greedy, 2048 tokens | Kwai-Keye/Thyme-RL |
-| generic | Hermes through the model's own template | model default | greedy, 2048 tokens | any chat VLM |
-| openai | OpenAI function calling (HTTP backend: the server parses calls) | server's | greedy, 2048 tokens | an API |
+| preset | profile (runtime/profiles.py) | max pixels | hub examples |
+|---|---|---|---|
+| qwen2.5-vl | Hermes, tools in the system prompt, pixel boxes | 1280·28² | Qwen/Qwen2.5-VL-7B-Instruct |
+| qwen3-vl | Hermes through the native template, 0-1000 boxes | 1280·32² | Qwen/Qwen3-VL-8B-Instruct |
+| deepeyes | its system prompt, `image_zoom_in_tool`, one call a turn | 1280·28² | ChenShawn/DeepEyes-7B |
+| thyme | `<code>` run in the sandbox, output in the assistant turn | 1280·28² | Kwai-Keye/Thyme-RL |
+| generic | Hermes through the model's own template | model's | any chat VLM |
+| openai | OpenAI function calling (HTTP backend: the server parses calls) | server's | an API |
+
+Every preset samples greedily with 2048 tokens per reply unless the run says otherwise.
 """
 
 from __future__ import annotations

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from eval.backends import Sampling
 from eval.config import GPU_DEFAULT_MODEL, SMOKE_MODEL, EvalConfig, smoke_model_dir
+from eval.grammar import ForcedReplies
 from eval.judge import JUDGE, Judge, JudgeItem
-from eval.loop import EvalLoop, Finished
+from eval.loop import EvalLoop, Finished, toolboxes
 from eval.presets import get_preset, preset_for
 from eval.report import write_report
 from eval.rundir import RunDir, merge
@@ -114,8 +115,9 @@ def evaluate(config: EvalConfig) -> list[dict]:
         if work:
             sampling = Sampling(max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p,
                                 top_k=config.top_k)
-            loop = EvalLoop(backend, profile, sampling, _toolboxes(profile), budgets_for, config.max_active,
-                            config.force_tool_calls, config.seed)
+            forced = ForcedReplies(config.force_tool_calls) if config.force_tool_calls else None
+            loop = EvalLoop(backend, profile, sampling, toolboxes(profile), budgets_for, config.max_active, forced,
+                            config.seed)
             progress = _Progress(len(work))
             for finished in loop.run(work):
                 record = make_record(finished, run, config)
@@ -213,28 +215,6 @@ def _shard(tasks: list[Task], index: int, count: int) -> list[Task]:
 def _reference_budgets(task: Task) -> Budgets:
     calls = len(task.reference)  # budgets that fit the reference, however long (a 6x6 jigsaw makes 36 crops)
     return Budgets(max_turns=calls + 1, max_tool_calls=max(calls, 1), max_images=len(task.images) + calls + 1)
-
-
-def _toolboxes(profile):
-    """One ToolBox per tool set (a task's own, unless the model brings its own) and one without tools."""
-    from runtime.toolbox import ToolBox
-
-    cache: dict = {}
-
-    def toolbox_for(task: Task, mode: str) -> ToolBox:
-        key = None if mode == "no_tools" else (profile.toolset or task.toolset)
-        if key not in cache:
-            if key is None:
-                cache[key] = ToolBox(None)
-            elif profile.code_tool:
-                from runtime.sandbox import SandboxPool
-
-                cache[key] = ToolBox.for_profile(profile, sandbox=SandboxPool())
-            else:
-                cache[key] = ToolBox(key)
-        return cache[key]
-
-    return toolbox_for
 
 
 def _backend(config: EvalConfig, preset, tasks: list[Task]):

@@ -11,10 +11,9 @@ import pytest
 from eval.backends import Sampling
 from eval.backends.hf_generate import HFGenerateBackend
 from eval.backends.reference import ReferenceBackend
-from eval.grammar import tool_call_regex
-from eval.loop import EvalLoop
+from eval.grammar import ForcedReplies, tool_call_regex
+from eval.loop import EvalLoop, toolboxes
 from eval.presets import get_preset
-from eval.run_vllm import _toolboxes
 from eval.suites import FollowUp, Task
 from eval.suites.synthetic import synthetic_suite
 from runtime.profiles import get_profile
@@ -49,8 +48,8 @@ class CountingBackend:
 
 def test_forced_tool_calls_run_real_tools_in_every_episode(tiny_engine, tasks):
     backend = CountingBackend(tiny_engine)
-    loop = EvalLoop(backend, PROFILE, Sampling(max_tokens=160, temperature=1.0), _toolboxes(PROFILE),
-                    force_tool_calls=2)
+    loop = EvalLoop(backend, PROFILE, Sampling(max_tokens=160, temperature=1.0), toolboxes(PROFILE),
+                    forced=ForcedReplies(2))
     finished = list(loop.run([(task, "tools") for task in tasks]))
     assert sorted(f.task.id for f in finished) == sorted(t.id for t in tasks)
     for episode in finished:
@@ -74,7 +73,7 @@ def test_forced_tool_calls_run_real_tools_in_every_episode(tiny_engine, tasks):
 
 
 def test_no_tools_mode_shows_no_tools_and_answers_in_one_turn(tiny_engine, tasks):
-    loop = EvalLoop(tiny_engine, PROFILE, Sampling(max_tokens=48), _toolboxes(PROFILE), force_tool_calls=2)
+    loop = EvalLoop(tiny_engine, PROFILE, Sampling(max_tokens=48), toolboxes(PROFILE), forced=ForcedReplies(2))
     finished = list(loop.run([(task, "no_tools") for task in tasks[:3]]))
     for episode in finished:
         assert episode.trajectory.tools == [] and episode.turns == 1 and episode.stop_reason == "answer"
@@ -84,7 +83,7 @@ def test_no_tools_mode_shows_no_tools_and_answers_in_one_turn(tiny_engine, tasks
 
 def test_a_prompt_over_the_context_ends_that_episode_only(tiny_engine, tasks):
     long_task = Task("long", "word " * 6000, tasks[0].images, "x", "text_match")
-    loop = EvalLoop(tiny_engine, PROFILE, Sampling(max_tokens=16), _toolboxes(PROFILE))
+    loop = EvalLoop(tiny_engine, PROFILE, Sampling(max_tokens=16), toolboxes(PROFILE))
     finished = {f.task.id: f for f in loop.run([(long_task, "tools"), (tasks[0], "tools")])}
     assert finished["long"].stop_reason == "error" and "vLLM refused" in finished["long"].error
     assert finished[tasks[0].id].error is None
@@ -121,7 +120,7 @@ def test_hf_generate_and_vllm_agree_on_greedy_replies(tiny_engine, tiny_model_di
     sampling = Sampling(max_tokens=24)
     replies = {}
     for name, backend in (("vllm", tiny_engine), ("hf", hf)):
-        loop = EvalLoop(backend, PROFILE, sampling, _toolboxes(PROFILE))
+        loop = EvalLoop(backend, PROFILE, sampling, toolboxes(PROFILE))
         replies[name] = {f.task.id: f.trajectory.messages[-1]["content"][0]["text"]
                          for f in loop.run([(task, "tools") for task in tasks[:4]])}
     assert replies["hf"] == replies["vllm"]
