@@ -23,21 +23,28 @@ def install() -> None:
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
+        """Stays installed until torchvision is actually loaded: a probe (`importlib.util.find_spec`, which
+        transformers runs before it imports torchvision) gets a spec, and the later import is patched too."""
         if name != "torchvision":
             return None
-        sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or not _cpu_only_torch():
+            self._remove()
             return spec
-        _define_schema_ops()
         exec_module = spec.loader.exec_module
 
         def exec_and_patch(module):
+            self._remove()
+            _define_schema_ops()
             exec_module(module)
             _patch_decoders()
 
         spec.loader.exec_module = exec_and_patch
         return spec
+
+    def _remove(self):
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
 
 
 def _cpu_only_torch() -> bool:

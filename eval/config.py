@@ -63,6 +63,8 @@ class EvalConfig:
     concurrency: int = _help("--backend openai: requests in flight at once.", default=32)
     timeout_s: float = _help("--backend openai: seconds per request before a retry.", default=600.0)
     retries: int = _help("--backend openai: retries of a failed request.", default=4)
+    send_stop: bool = _help("--backend openai: send the protocol's stop strings (transformers serve 5.19 fails "
+                            "on them for vision models: --send_stop false).", default=True)
     batch_size: int = _help("--backend hf: prompts per generate call.", default=8)
     judge_model: str | None = _help("The LLM judge for tasks scored by 'judge': 'same' (the evaluated model's "
                                     "backend) or a model, served by --judge_base_url or else started in vLLM "

@@ -235,8 +235,13 @@ def _backend(config: EvalConfig, preset, tasks: list[Task]):
 
         from eval.backends.openai_http import OpenAIHTTPBackend
 
+        from runtime.protocols import OpenAIProtocol
+
+        # a protocol that reads calls from the text gets the server's parsed tool calls back as text
+        text_replies = not isinstance(preset.profile.protocol, OpenAIProtocol)
         return OpenAIHTTPBackend(config.base_url, model, api_key=os.environ.get(config.api_key_env),
-                                 concurrency=config.concurrency, timeout_s=config.timeout_s, retries=config.retries)
+                                 concurrency=config.concurrency, timeout_s=config.timeout_s, retries=config.retries,
+                                 send_stop=config.send_stop, text_replies=text_replies)
     if config.backend == "hf":
         from eval.backends.hf_generate import HFGenerateBackend
 

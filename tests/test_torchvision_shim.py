@@ -113,3 +113,13 @@ def test_v2_functional_resize(shim):
     flt = shim["resize_float"]
     assert flt["dtype"] == "torch.float32" and flt["shape"] == [3, 2, 2]
     np.testing.assert_allclose(np.asarray(flt["values"]), 77 / 255, rtol=1e-5)
+
+
+def test_a_probe_before_the_import_still_gets_the_patched_decoder():
+    """transformers probes torchvision with importlib.util.find_spec before importing it; the hook must
+    still patch the import that follows (else `transformers serve` fails on every image)."""
+    script = ("import importlib.util; assert importlib.util.find_spec('torchvision') is not None\n"
+              "import transformers.image_utils as image_utils\nprint(image_utils.decode_image.__module__)")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "tirlab_torchvision_cpu"

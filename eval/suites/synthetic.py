@@ -23,4 +23,5 @@ def synthetic_suite(tasks: Sequence[str] = tuple(TASKS), per_task: int = 8, diff
             sample = module.generate(SEED_OFFSET + seed + k, difficulty)
             yield Task(id=sample.id, question=sample.question, images=(sample.image,), answer=sample.answer,
                        scorer=sample.scorer, category=sample.task, toolset=sample.toolset,
-                       reference_calls=len(sample.calls), reference=sample.calls, meta={"difficulty": difficulty, "seed": sample.meta["seed"]})
+                       reference_calls=len(sample.calls), reference=sample.calls,
+                       meta={"difficulty": difficulty, "seed": sample.meta["seed"]})

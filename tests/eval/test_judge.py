@@ -10,7 +10,6 @@ import pytest
 
 from eval.backends import Completion, Sampling
 from eval.judge import DEFAULT_TEMPLATE, VERDICT_REGEX, Judge, JudgeItem, JudgeTemplate, parse_verdict, verdict
-from runtime.tiny_model import build_model
 
 PIZZA = JudgeItem(question='How much is a gluten-free 14" pizza with one topping?', truth="$16",
                   prediction="A 14-inch one-topping pizza is $14, plus $3 for gluten-free: $17.",
@@ -142,25 +141,8 @@ def test_replies_in_the_structured_format_parse(reply):
 
 # --- end to end on real backends --------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return str(build_model("qwen2_5_vl", tmp_path_factory.mktemp("judge_model")))
-
-
-@pytest.fixture(scope="module")
-def vllm_backend(tiny_model):
-    from eval.backends.vllm_engine import VLLMEngineBackend
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
-        backend = VLLMEngineBackend(tiny_model, max_model_len=4096, limit_images=4, dtype="float32",
-                                    enforce_eager=True)
-    yield backend
-    backend.close()
-
-
-def test_structured_outputs_make_every_judgment_a_verdict_on_vllm(vllm_backend):
-    judge = Judge(vllm_backend, Sampling(max_tokens=512, regex=VERDICT_REGEX))
+def test_structured_outputs_make_every_judgment_a_verdict_on_vllm(tiny_engine):
+    judge = Judge(tiny_engine, Sampling(max_tokens=512, regex=VERDICT_REGEX))
     items = [JudgeItem("What is 2 + 2?", "4", "<answer>4</answer>"),
              JudgeItem(PIZZA.question, PIZZA.truth, PIZZA.prediction, PIZZA.rubric, images=(IMAGE,)),
              JudgeItem("Which city is shown?", "Paris", "It is London.", images=(IMAGE, IMAGE))]
@@ -171,22 +153,22 @@ def test_structured_outputs_make_every_judgment_a_verdict_on_vllm(vllm_backend):
     assert rubric.error is None and len(rubric.items) == 3
     assert rubric.score == sum(entry["met"] for entry in rubric.items) / 3
     assert all(re.fullmatch(VERDICT_REGEX, reply) for reply in rubric.raw.split("\n\n"))
-    assert vllm_backend.in_flight() == 0
+    assert tiny_engine.in_flight() == 0
 
 
-def test_free_replies_of_a_random_model_are_errors_on_vllm(vllm_backend):
-    free, cut = (Judge(vllm_backend, Sampling(max_tokens=24)).judge_many([PIZZA]),
-                 Judge(vllm_backend, Sampling(max_tokens=3, regex=VERDICT_REGEX)).judge_many([PIZZA]))
+def test_free_replies_of_a_random_model_are_errors_on_vllm(tiny_engine):
+    free, cut = (Judge(tiny_engine, Sampling(max_tokens=24)).judge_many([PIZZA]),
+                 Judge(tiny_engine, Sampling(max_tokens=3, regex=VERDICT_REGEX)).judge_many([PIZZA]))
     for (graded,) in (free, cut):
         assert graded.score is None and graded.error.startswith('criterion 1: no JSON object with a "judge_result"')
         assert [entry["met"] for entry in graded.items] == [None, None, None]
     assert "stopped at max_tokens" in cut[0].error and cut[0].raw.startswith('{"e')
 
 
-def test_a_backend_without_structured_outputs_fails_each_judgment_cleanly(tiny_model):
+def test_a_backend_without_structured_outputs_fails_each_judgment_cleanly(tiny_model_dir):
     from eval.backends.hf_generate import HFGenerateBackend
 
-    backend = HFGenerateBackend(tiny_model, dtype="float32", device="cpu")
+    backend = HFGenerateBackend(str(tiny_model_dir), dtype="float32", device="cpu")
     (graded,) = Judge(backend, Sampling(max_tokens=8, regex=VERDICT_REGEX)).judge_many([JudgeItem("q", "4", "4")])
     assert graded.score is None and graded.error == ("the judge request failed: structured outputs (a reply regex) "
                                                      "need a vLLM backend")

@@ -21,8 +21,6 @@ from runtime.protocols import HermesProtocol
 from runtime.toolbox import ToolBox
 from tools.toolsets import get_toolset
 
-from tests.eval.engines import tiny_engine, tiny_model_dir  # noqa: F401, E402
-
 PROFILE = get_preset("qwen2.5-vl").profile
 
 

@@ -147,3 +147,42 @@ def test_recipes_parse_into_complete_configurations(recipe):
 
 def test_the_slurm_launcher_is_valid_bash():
     subprocess.run(["bash", "-n", str(ROOT / "recipes" / "slurm" / "eval.sbatch")], check=True)
+
+
+def test_a_run_against_transformers_serve_calls_tools_and_judges(transformers_server, tmp_path):
+    """The whole job over HTTP: the tool-calling tiny model behind a real `transformers serve` answers the
+    rotated-OCR tasks after real `rotate` calls; a task scored by 'judge' is judged by the same server."""
+    from eval.suites import Task
+    from eval.suites.jsonl import write_jsonl_suite
+    from eval.suites.synthetic import synthetic_suite
+
+    tasks = list(synthetic_suite(("rotated_ocr",), per_task=3, difficulty="easy"))
+    judged = Task("judged-0", "What is written here?", tasks[0].images, tasks[0].answer, "judge",
+                  category="judged", toolset=tasks[0].toolset)
+    suite = write_jsonl_suite([*tasks, judged], tmp_path / "suite" / "tasks.jsonl")
+    config = EvalConfig(model=transformers_server.model, backend="openai", base_url=transformers_server.base_url,
+                        suite=str(suite), send_stop=False, max_tokens=64, concurrency=4, out=str(tmp_path / "run"),
+                        judge_model=transformers_server.model, judge_base_url=transformers_server.base_url)
+    evaluate(resolve(config))
+    records = {r["id"]: r for r in _records(tmp_path / "run")}
+    assert len(records) == 4
+    for task in tasks:
+        record = records[task.id]
+        tools = [m for m in record["trajectory"]["messages"] if m["role"] == "tool"]
+        assert record["stop_reason"] == "answer" and record["tool_calls"] >= 1 and record["error"] is None
+        assert not tools[0]["error"] and record["score"] in (0.0, 1.0)
+    judged_record = records["judged-0"]
+    assert judged_record["judge"]["model"] == transformers_server.model and judged_record["judge"]["reply"]
+    assert (judged_record["score"] in (0.0, 1.0)) != (judged_record["score_error"] is not None)
+
+
+def test_tasks_scored_by_a_judge_need_one(tmp_path):
+    from eval.suites import Task
+    from eval.suites.jsonl import write_jsonl_suite
+    from eval.suites.synthetic import synthetic_suite
+
+    task = next(synthetic_suite(("maze",), per_task=1))
+    judged = Task("judged", task.question, task.images, task.answer, "judge")
+    suite = write_jsonl_suite([judged], tmp_path / "suite" / "tasks.jsonl")
+    with pytest.raises(ValueError, match="scored by an LLM judge: pass --judge_model"):
+        evaluate(_config(tmp_path / "run", suite=str(suite)))
