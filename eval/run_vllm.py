@@ -234,7 +234,6 @@ def _backend(config: EvalConfig, preset, tasks: list[Task]):
         import os
 
         from eval.backends.openai_http import OpenAIHTTPBackend
-
         from runtime.protocols import OpenAIProtocol
 
         # a protocol that reads calls from the text gets the server's parsed tool calls back as text
