@@ -75,6 +75,12 @@ class VLLMEngineBackend:
         # vLLM's CPU backend crashes when a request with its own seed is prefilled in chunks ("CPU Generator
         # does not use offset", vLLM 0.32): there, sampling uses the engine's seed
         self.request_seeds = not current_platform.is_cpu()
+        if current_platform.is_cpu():
+            import torch
+
+            # the model's math runs in the engine's worker process; this one only prepares inputs, and its
+            # torch threads would compete with the worker for the same cores
+            torch.set_num_threads(1)
         self.processor = AutoProcessor.from_pretrained(model, **(mm_processor_kwargs or {}))
         self.model = model
         self.limit_images = limit_images
