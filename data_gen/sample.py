@@ -48,12 +48,16 @@ class Sample:
     meta: dict = field(default_factory=dict)  # generation parameters: seed, difficulty, font, angle, ...
 
 
+def reference_budgets(calls: int, images: int = 1) -> Budgets:
+    """Budgets that fit a reference chain of `calls` calls, however long (a 6x6 jigsaw makes 36 crops)."""
+    return Budgets(max_turns=calls + 1, max_tool_calls=max(calls, 1), max_images=images + calls + 1)
+
+
 def reference_episode(sample: Sample, toolbox: ToolBox | None = None) -> Episode:
     """The reference trajectory, played through the runtime: each call is one assistant turn, its result
     comes back from `tools/`, and the last turn answers."""
     toolbox = toolbox or ToolBox(sample.toolset)
-    calls = len(sample.calls)  # budgets that fit the reference, however long (a 6x6 jigsaw makes 36 crops)
-    budgets = Budgets(max_turns=calls + 1, max_tool_calls=max(calls, 1), max_images=calls + 2)
+    budgets = reference_budgets(len(sample.calls))
     episode = toolbox.start(REFERENCE_PROFILE, sample.question, [sample.image], budgets=budgets,
                             meta={"task": sample.task, "id": sample.id})
     for call in sample.calls:

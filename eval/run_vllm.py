@@ -98,9 +98,12 @@ def evaluate(config: EvalConfig) -> list[dict]:
           f"{len(work)} to run", flush=True)
     budgets_for = None
     if config.backend == "reference":
-        from data_gen.sample import REFERENCE_PROFILE
+        from data_gen.sample import REFERENCE_PROFILE, reference_budgets
 
-        profile, budgets_for = REFERENCE_PROFILE, _reference_budgets
+        def budgets_for(task: Task) -> Budgets:
+            return reference_budgets(len(task.reference), len(task.images))
+
+        profile = REFERENCE_PROFILE
     else:  # the engine shows at most max_images per prompt: the episode's budget says so to the model
         budgets = replace(profile.budgets, max_images=config.max_images,
                           **{k: getattr(config, k) for k in ("max_turns", "max_tool_calls") if getattr(config, k)})
@@ -212,11 +215,6 @@ def _shard(tasks: list[Task], index: int, count: int) -> list[Task]:
     return tasks[index::count]
 
 
-def _reference_budgets(task: Task) -> Budgets:
-    calls = len(task.reference)  # budgets that fit the reference, however long (a 6x6 jigsaw makes 36 crops)
-    return Budgets(max_turns=calls + 1, max_tool_calls=max(calls, 1), max_images=len(task.images) + calls + 1)
-
-
 def _backend(config: EvalConfig, preset, tasks: list[Task]):
     model = config.model
     if model == SMOKE_MODEL:
@@ -269,7 +267,7 @@ def _saved_config(config: EvalConfig) -> dict:
     import torch
     import transformers
 
-    saved = {k: v for k, v in config.to_dict().items()}
+    saved = config.to_dict()
     saved["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__, "vllm": _version("vllm")}
     return saved

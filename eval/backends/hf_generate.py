@@ -4,6 +4,7 @@ polls is generated in left-padded batches of `batch_size` (requests with equal s
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from eval.backends import Completion, Sampling, pil_images, render_text
 from runtime.protocols import Prompt
@@ -31,7 +32,8 @@ class HFGenerateBackend:
         if not self._queue:
             return []
         sampling = self._queue[0][2]
-        batch = [r for r in self._queue if _same(r[2], sampling)][:self.batch_size]
+        unseeded = replace(sampling, seed=None)  # one generate call draws for the whole batch
+        batch = [r for r in self._queue if replace(r[2], seed=None) == unseeded][:self.batch_size]
         self._queue = [r for r in self._queue if not any(r is b for b in batch)]
         if sampling.regex:
             return [(key, Completion("", error="structured outputs (a reply regex) need a vLLM backend"))
@@ -78,11 +80,6 @@ class HFGenerateBackend:
 
     def close(self) -> None:
         self._queue.clear()
-
-
-def _same(a: Sampling, b: Sampling) -> bool:
-    return (a.max_tokens, a.temperature, a.top_p, a.top_k, a.repetition_penalty, a.regex) == (
-        b.max_tokens, b.temperature, b.top_p, b.top_k, b.repetition_penalty, b.regex)
 
 
 def _as_list(value) -> list:
