@@ -1,0 +1,107 @@
+"""Direct vs agentic tool-use SFT (TIR-Bench's pilot, section 4.5) on TRL's SFTTrainer.
+
+    accelerate launch train/sft.py --config recipes/pilot_rotated_ocr/qwen2_5_vl_7b/agentic.yaml
+    accelerate launch --config_file recipes/accelerate/zero3.yaml train/sft.py \\
+        --config recipes/pilot_rotated_ocr/qwen2_5_vl_7b/direct.yaml --max_train_samples 5000
+    python train/sft.py --model_name_or_path DIR --dataset_name data/pilot --mode agentic --output_dir runs/sft
+
+`--mode agentic` learns every assistant turn of the reference trajectories (the tool call, then the answer
+after the tool's image came back); `--mode direct` learns the answer from the image and question alone. The
+loss covers the assistant tokens only (train/data.py). A run that stops resumes from its last checkpoint in
+`output_dir` when started again with the same command. LoRA: `--use_peft --lora_r 16`.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import importlib.util  # noqa: E402
+
+from train.config import SFTScriptArguments, ToolSFTConfig  # noqa: E402
+from train.data import SFTEncoder, collate, encoded, load_sft_dataset  # noqa: E402
+
+LOGGERS = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}  # report_to -> its package
+
+
+def vision_encoder(model):
+    for owner in (model, getattr(model, "model", None)):
+        for name in ("visual", "vision_tower", "vision_model"):
+            module = getattr(owner, name, None)
+            if module is not None:
+                return module
+    raise ValueError(f"--freeze_vision: {type(model).__name__} has no visual, vision_tower or vision_model module")
+
+
+def check_loggers(report_to) -> None:
+    for logger in [report_to] if isinstance(report_to, str) else report_to or []:
+        package = LOGGERS.get(logger)
+        if package and importlib.util.find_spec(package) is None:
+            raise ValueError(f"--report_to {logger} needs the `{package}` package: pip install {package}")
+
+
+def last_checkpoint(output_dir: str) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+
+
+def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_args) -> str:
+    """Train; returns the output directory (the final model and processor are saved there)."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor, set_seed
+    from trl import SFTTrainer, get_peft_config
+
+    if not script_args.dataset_name:
+        raise ValueError("--dataset_name is required: a data_gen export (data/pilot) or a Hub dataset")
+    if not model_args.model_name_or_path:
+        raise ValueError("--model_name_or_path is required (e.g. Qwen/Qwen2.5-VL-7B-Instruct)")
+    check_loggers(training_args.report_to)
+    set_seed(training_args.seed)
+    limits = {"max_pixels": training_args.max_pixels} if training_args.max_pixels else {}
+    processor = AutoProcessor.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision,
+                                              **limits)
+    if training_args.chat_template_path:
+        processor.chat_template = Path(training_args.chat_template_path).read_text(encoding="utf-8")
+    train_rows = load_sft_dataset(script_args.dataset_name, training_args.mode, script_args.dataset_train_split,
+                                  script_args.dataset_config, script_args.max_train_samples)
+    encoder = SFTEncoder(processor, training_args.max_length, with_tools="tools" in train_rows.column_names)
+    eval_dataset = None
+    if training_args.eval_strategy != "no":
+        eval_rows = load_sft_dataset(script_args.dataset_name, training_args.mode, script_args.dataset_test_split,
+                                     script_args.dataset_config)
+        eval_dataset = encoded(eval_rows, encoder)
+
+    dtype = model_args.dtype if model_args.dtype in (None, "auto") else getattr(torch, model_args.dtype)
+    model = AutoModelForImageTextToText.from_pretrained(
+        model_args.model_name_or_path, revision=model_args.model_revision, dtype=dtype,
+        attn_implementation=model_args.attn_implementation)
+    if training_args.freeze_vision:
+        vision_encoder(model).requires_grad_(False)
+    trainer = SFTTrainer(model=model, args=training_args, train_dataset=encoded(train_rows, encoder),
+                         eval_dataset=eval_dataset, processing_class=processor,
+                         data_collator=partial(collate, pad_token_id=processor.tokenizer.pad_token_id),
+                         peft_config=get_peft_config(model_args))
+    checkpoint = training_args.resume_from_checkpoint or last_checkpoint(training_args.output_dir)
+    if checkpoint:
+        print(f"resuming from {checkpoint}", flush=True)
+    trainer.train(resume_from_checkpoint=checkpoint)
+    trainer.save_model(training_args.output_dir)
+    if trainer.is_world_process_zero():
+        processor.save_pretrained(training_args.output_dir)
+    return training_args.output_dir
+
+
+def parse(argv: list[str] | None = None):
+    from trl import ModelConfig, TrlParser
+
+    parser = TrlParser((SFTScriptArguments, ToolSFTConfig, ModelConfig))
+    return parser.parse_args_and_config(args=argv)
+
+
+if __name__ == "__main__":
+    main(*parse())
