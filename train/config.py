@@ -32,7 +32,7 @@ class ToolSFTConfig(SFTConfig):
     max_length: int | None = field(default=None, metadata={
         "help": "Longest example in tokens. Text after the last image may be cut; an example whose image tokens "
                 "reach past it is an error, never silently truncated."})
-    bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; default: on where the GPU has it."})
+    bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; default: on where the GPU can."})
 
     def __post_init__(self):
         if self.mode not in MODES:

@@ -76,9 +76,14 @@ def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_ar
                                      script_args.dataset_config)
         eval_dataset = encoded(eval_rows, encoder)
 
+    checkpoint = training_args.resume_from_checkpoint or last_checkpoint(training_args.output_dir)
+    # resuming a full fine-tune: the weights come from the checkpoint through from_pretrained, which maps the
+    # key names Qwen-VL checkpoints are saved with (transformers 5.19's Trainer loads them without that mapping
+    # and silently keeps the initial weights; it then warns of "unexpected keys")
+    source = checkpoint if checkpoint and not model_args.use_peft else model_args.model_name_or_path
     dtype = model_args.dtype if model_args.dtype in (None, "auto") else getattr(torch, model_args.dtype)
     model = AutoModelForImageTextToText.from_pretrained(
-        model_args.model_name_or_path, revision=model_args.model_revision, dtype=dtype,
+        source, revision=None if checkpoint else model_args.model_revision, dtype=dtype,
         attn_implementation=model_args.attn_implementation)
     if training_args.freeze_vision:
         vision_encoder(model).requires_grad_(False)
@@ -86,7 +91,6 @@ def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_ar
                          eval_dataset=eval_dataset, processing_class=processor,
                          data_collator=partial(collate, pad_token_id=processor.tokenizer.pad_token_id),
                          peft_config=get_peft_config(model_args))
-    checkpoint = training_args.resume_from_checkpoint or last_checkpoint(training_args.output_dir)
     if checkpoint:
         print(f"resuming from {checkpoint}", flush=True)
     trainer.train(resume_from_checkpoint=checkpoint)

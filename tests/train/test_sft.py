@@ -1,0 +1,163 @@
+"""train/sft.py on tiny local Qwen-VL models and a data_gen pilot export: the label mask is exactly the
+assistant turns, both modes learn, a stopped run resumes to the same weights, and bad settings fail early."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from data_gen.make import main as make_data
+from runtime.tiny_model import build_model
+from train.config import MODES
+from train.data import IGNORE, SFTEncoder, check_dataset, collate, load_sft_dataset
+from train.sft import main, parse
+
+
+@pytest.fixture(scope="module")
+def pilot(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pilot")
+    make_data(["pilot", "--n", "24", "--n-test", "4", "--out", str(out), "--workers", "1"])
+    return out
+
+
+@pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen3_vl"])
+def model_dir(request, tmp_path_factory):
+    return build_model(request.param, tmp_path_factory.mktemp(request.param))
+
+
+def _processor(model_dir):
+    from transformers import AutoProcessor
+
+    return AutoProcessor.from_pretrained(model_dir)
+
+
+def _run(pilot, model_dir, out, mode, *extra):
+    args = ["--model_name_or_path", str(model_dir), "--dataset_name", str(pilot), "--mode", mode,
+            "--output_dir", str(out), "--per_device_train_batch_size", "4", "--logging_steps", "1",
+            "--report_to", "none", "--use_cpu", "--learning_rate", "3e-3", "--seed", "0", "--save_strategy", "no",
+            *extra]
+    main(*parse(args))
+    if "--save_steps" not in extra:
+        return None
+    latest = max(out.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
+    return json.loads((latest / "trainer_state.json").read_text())
+
+
+@pytest.mark.parametrize("mode", ["agentic", "direct"])
+def test_labels_are_exactly_the_assistant_turns(pilot, model_dir, mode):
+    processor = _processor(model_dir)
+    rows = load_sft_dataset(str(pilot), mode)
+    encoder = SFTEncoder(processor)
+    tokenizer = processor.tokenizer
+    for row in rows.select(range(4)):
+        example = encoder(row)
+        ids, labels = example["input_ids"], example["labels"]
+        # expected, from the token stream alone: after each `<|im_start|>assistant\n`, through `<|im_end|>\n`
+        header = tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+        end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        expected = torch.full_like(ids, IGNORE)
+        tokens = ids.tolist()
+        for start in range(len(tokens) - len(header)):
+            if tokens[start:start + len(header)] == header:
+                reply = start + len(header)
+                stop = tokens.index(end, reply) + 2  # <|im_end|> and the newline after it
+                expected[reply:stop] = ids[reply:stop]
+        assert torch.equal(labels, expected)
+        # the labelled spans are the assistant messages' text, nothing else
+        replies = [m["content"][0]["text"] for m in row["messages"] if m["role"] == "assistant"]
+        assert len(replies) == (1 if mode == "direct" else 2)
+        spans, current = [], []
+        for token, label in zip(tokens, labels.tolist()):
+            if label != IGNORE:
+                current.append(token)
+            elif current:
+                spans.append(current)
+                current = []
+        spans += [current] if current else []
+        assert [tokenizer.decode(span) for span in spans] == [reply + "<|im_end|>\n" for reply in replies]
+        assert not (labels == processor.image_token_id).any()
+        assert (ids == processor.image_token_id).sum() > 0
+        assert "<tool_response>" not in tokenizer.decode(labels[labels != IGNORE])
+
+
+def test_collate_pads_and_concatenates(pilot, model_dir):
+    processor = _processor(model_dir)
+    encoder = SFTEncoder(processor)
+    examples = [encoder(row) for row in load_sft_dataset(str(pilot), "agentic").select(range(3))]
+    batch = collate(examples, pad_token_id=processor.tokenizer.pad_token_id)
+    longest = max(len(e["input_ids"]) for e in examples)
+    assert batch["input_ids"].shape == (3, longest)
+    for k, example in enumerate(examples):
+        n = len(example["input_ids"])
+        assert torch.equal(batch["input_ids"][k, :n], example["input_ids"])
+        assert (batch["labels"][k, n:] == IGNORE).all() and (batch["attention_mask"][k, n:] == 0).all()
+    assert batch["pixel_values"].shape[0] == sum(e["pixel_values"].shape[0] for e in examples)
+    assert torch.equal(batch["image_grid_thw"], torch.cat([e["image_grid_thw"] for e in examples]))
+
+
+@pytest.mark.parametrize("mode", ["agentic", "direct"])
+def test_both_modes_learn(pilot, model_dir, tmp_path, mode):
+    state = _run(pilot, model_dir, tmp_path, mode, "--max_steps", "8", "--save_steps", "8", "--save_strategy",
+                 "steps")
+    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    assert len(losses) == 8
+    assert losses[-1] < losses[0] - 0.1
+    assert (tmp_path / "model.safetensors").exists() and (tmp_path / "processor_config.json").exists()
+
+
+def test_a_stopped_run_resumes_to_the_same_weights(pilot, tmp_path):
+    model_dir = build_model("qwen2_5_vl", tmp_path / "model")
+    common = ("--save_strategy", "steps", "--save_steps", "2", "--lr_scheduler_type", "constant")
+    _run(pilot, model_dir, tmp_path / "straight", "agentic", "--max_steps", "4", *common)
+    _run(pilot, model_dir, tmp_path / "stopped", "agentic", "--max_steps", "2", *common)  # stops at checkpoint-2
+    state = _run(pilot, model_dir, tmp_path / "stopped", "agentic", "--max_steps", "4", *common)
+    assert state["global_step"] == 4
+    straight = load_file(tmp_path / "straight" / "model.safetensors")
+    resumed = load_file(tmp_path / "stopped" / "model.safetensors")
+    initial = load_file(model_dir / "model.safetensors")
+    assert any(not torch.equal(initial[name], weight) for name, weight in straight.items())  # it trained
+    for name, weight in straight.items():
+        torch.testing.assert_close(resumed[name], weight, msg=name)
+
+
+def test_freeze_vision(pilot, tmp_path):
+    model_dir = build_model("qwen2_5_vl", tmp_path / "model")
+    _run(pilot, model_dir, tmp_path / "frozen", "direct", "--max_steps", "2", "--freeze_vision")
+    before, after = load_file(model_dir / "model.safetensors"), load_file(tmp_path / "frozen" / "model.safetensors")
+    visual = [name for name in before if name.startswith("visual.") or ".visual." in name]
+    assert visual and all(torch.equal(before[n], after[n]) for n in visual)
+    assert any(not torch.equal(before[n], after[n]) for n in before if n not in visual)
+
+
+def test_bad_settings_fail_early(pilot, model_dir, tmp_path, capsys):
+    processor = _processor(model_dir)
+    with pytest.raises(SystemExit):
+        parse(["--model_name_or_path", str(model_dir), "--dataset_name", str(pilot), "--mode", "rl",
+               "--output_dir", str(tmp_path), "--use_cpu"])
+    assert "--mode: invalid choice: 'rl' (choose from 'agentic', 'direct')" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"holds \['direct'\] rows but --mode is 'agentic'"):
+        load_sft_dataset(str(pilot / "direct"), "agentic")
+    with pytest.raises(ValueError, match="max_train_samples=99"):
+        load_sft_dataset(str(pilot), "agentic", max_samples=99)
+    with pytest.raises(ValueError, match="cannot load split"):
+        load_sft_dataset(str(tmp_path / "nowhere"), "agentic")
+    unlabelled = {mode: load_sft_dataset(str(pilot), mode).remove_columns(["form"]) for mode in MODES}
+    with pytest.raises(ValueError, match="that is direct data"):
+        check_dataset(unlabelled["direct"], "agentic", "hub/direct")
+    with pytest.raises(ValueError, match="that is agentic data"):
+        check_dataset(unlabelled["agentic"], "direct", "hub/agentic")
+    with pytest.raises(ValueError, match="lacks the column"):
+        check_dataset(unlabelled["direct"].remove_columns(["images"]), "direct", "hub/direct")
+    if "tools" not in processor.chat_template:  # Qwen2.5-VL's multimodal template renders no tools
+        with pytest.raises(ValueError, match="no tool support"):
+            SFTEncoder(processor, with_tools=True)
+    row = load_sft_dataset(str(pilot), "agentic")[0]
+    with pytest.raises(ValueError, match="image tokens reach past max_length=64"):
+        SFTEncoder(processor, max_length=64)(row)
+    full = SFTEncoder(processor)(row)
+    last_image = (full["input_ids"] == processor.image_token_id).nonzero()[-1].item()
+    cut = SFTEncoder(processor, max_length=last_image + 5)(row)
+    assert len(cut["input_ids"]) == last_image + 5 and torch.equal(cut["input_ids"], full["input_ids"][:last_image + 5])
