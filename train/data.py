@@ -20,6 +20,8 @@ import torch
 
 IGNORE = -100  # the label of tokens that carry no loss
 CHECKED_ROWS = 64  # rows inspected for the mode check (a full scan would decode every image)
+# per-token tensors (padded in a batch); every other key is per-image and concatenated
+SEQUENCE_KEYS = ("input_ids", "labels", "attention_mask", "mm_token_type_ids", "token_type_ids")
 
 
 def load_sft_dataset(name: str, mode: str, split: str = "train", config: str | None = None,
@@ -46,13 +48,13 @@ def check_dataset(dataset: datasets.Dataset, mode: str, name: str) -> None:
     if missing:
         raise ValueError(f"dataset {name!r} lacks the column(s) {missing} (it has {dataset.column_names}); SFT needs "
                          f"`messages` (TRL's vision format) and `images`, as data_gen/make.py writes them")
+    head = dataset.select(range(min(CHECKED_ROWS, len(dataset))))
     if "form" in dataset.column_names:
-        forms = set(dataset.select(range(min(CHECKED_ROWS, len(dataset))))["form"])
+        forms = set(head["form"])
         if forms != {mode}:
             raise ValueError(f"dataset {name!r} holds {sorted(forms)} rows but --mode is {mode!r}: point "
                              f"--dataset_name at the export root or at its {mode}/ folder")
-    turns = [sum(m["role"] == "assistant" for m in row)
-             for row in dataset.select(range(min(CHECKED_ROWS, len(dataset))))["messages"]]
+    turns = [sum(m["role"] == "assistant" for m in row) for row in head["messages"]]
     if mode == "direct" and max(turns, default=0) > 1:
         raise ValueError(f"dataset {name!r} has multi-turn rows (up to {max(turns)} assistant turns): that is agentic "
                          f"data; use --mode agentic or a direct dataset")
@@ -126,9 +128,6 @@ class SFTEncoder:
                              f"--max_pixels, or filter the dataset")
         return {k: v[:self.max_length] if k in SEQUENCE_KEYS else v for k, v in example.items()}
 
-
-# per-token tensors (padded in a batch); every other key is per-image and concatenated
-SEQUENCE_KEYS = ("input_ids", "labels", "attention_mask", "mm_token_type_ids", "token_type_ids")
 
 
 def collate(examples: list[dict], pad_token_id: int) -> dict[str, torch.Tensor]:
