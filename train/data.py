@@ -30,7 +30,7 @@ def load_sft_dataset(name: str, mode: str, split: str = "train", config: str | N
     if (Path(name) / mode).is_dir():
         name = str(Path(name) / mode)
     try:
-        dataset = datasets.load_dataset(name, config, split=split)
+        dataset = _load(name, config, split)
     except (FileNotFoundError, ValueError) as err:  # missing path/repo, unknown split
         raise ValueError(f"cannot load split {split!r} of dataset {name!r}: {err}. Give a data_gen export "
                          f"(python data_gen/make.py pilot --out data/pilot) or a Hub dataset with `messages` and "
@@ -41,6 +41,20 @@ def load_sft_dataset(name: str, mode: str, split: str = "train", config: str | N
             raise ValueError(f"max_train_samples={max_samples}, but {name!r} ({split}) has {len(dataset)} rows")
         dataset = dataset.select(range(max_samples))
     return dataset
+
+
+def _load(name: str, config: str | None, split: str) -> datasets.Dataset:
+    saved = Path(name) / "hf"
+    if config is None and (saved / "dataset_dict.json").is_file():  # a data_gen export's memory-mapped copy
+        splits = datasets.load_from_disk(str(saved))
+        if split not in splits:
+            raise ValueError(f"no split {split!r}; it has {list(splits)}")
+        return splits[split]
+    # datasets caches a local folder by its base name, whatever its files hold: a second export called `agentic`
+    # would load the first one's rows. A local folder is therefore read afresh every time.
+    fresh = "force_redownload" if Path(name).is_dir() else None
+    return datasets.load_dataset(name, config, split=split, download_mode=fresh,
+                                 verification_mode="no_checks" if fresh else None)
 
 
 def check_dataset(dataset: datasets.Dataset, mode: str, name: str) -> None:

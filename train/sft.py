@@ -8,7 +8,10 @@
 `--mode agentic` learns every assistant turn of the reference trajectories (the tool call, then the answer
 after the tool's image came back); `--mode direct` learns the answer from the image and question alone. The
 loss covers the assistant tokens only (train/data.py). A run that stops resumes from its last checkpoint in
-`output_dir` when started again with the same command. LoRA: `--use_peft --lora_r 16`.
+`output_dir` when started again with the same command. LoRA: `--use_peft --lora_r 16` saves the adapter, and
+the adapter merged into the base model under `output_dir/merged` (what eval/run_vllm.py loads).
+
+`output_dir/tirlab_sft.json` records what was trained (mode, data, scale, model) for train/pilot.py.
 """
 
 from __future__ import annotations
@@ -21,11 +24,17 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import importlib.util  # noqa: E402
+import json  # noqa: E402
 
 from train.config import SFTScriptArguments, ToolSFTConfig  # noqa: E402
 from train.data import SFTEncoder, collate, encoded, load_sft_dataset  # noqa: E402
 
 LOGGERS = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}  # report_to -> its package
+RUN_RECORD = "tirlab_sft.json"
+# LoRA targets unless --lora_target_modules says otherwise: the language model's linear layers (peft has no
+# default for most VLMs, and bare names such as gate_proj would match the vision tower's MLPs too)
+LORA_LANGUAGE_MODEL = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+MERGED = "merged"  # LoRA runs: the adapter merged into the base model, a plain checkpoint
 
 
 def vision_encoder(model):
@@ -87,6 +96,8 @@ def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_ar
         attn_implementation=model_args.attn_implementation)
     if training_args.freeze_vision:
         vision_encoder(model).requires_grad_(False)
+    if model_args.use_peft and not model_args.lora_target_modules:
+        model_args.lora_target_modules = LORA_LANGUAGE_MODEL
     trainer = SFTTrainer(model=model, args=training_args, train_dataset=encoded(train_rows, encoder),
                          eval_dataset=eval_dataset, processing_class=processor,
                          data_collator=partial(collate, pad_token_id=processor.tokenizer.pad_token_id),
@@ -95,9 +106,32 @@ def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_ar
         print(f"resuming from {checkpoint}", flush=True)
     trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model(training_args.output_dir)
+    trainer.save_state()  # trainer_state.json: the loss curve train/pilot.py draws
     if trainer.is_world_process_zero():
-        processor.save_pretrained(training_args.output_dir)
+        output = Path(training_args.output_dir)
+        processor.save_pretrained(output)
+        if model_args.use_peft:
+            merge_lora(output, model_args, dtype, processor)
+        record = {"mode": training_args.mode, "dataset_name": script_args.dataset_name,
+                  "train_samples": len(train_rows), "max_train_samples": script_args.max_train_samples,
+                  "model_name_or_path": model_args.model_name_or_path,
+                  "num_train_epochs": training_args.num_train_epochs,
+                  "max_pixels": training_args.max_pixels, "lora": bool(model_args.use_peft),
+                  "model": str(output / MERGED if model_args.use_peft else output)}
+        (output / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return training_args.output_dir
+
+
+def merge_lora(output: Path, model_args, dtype, processor) -> None:
+    """Merge the saved adapter into a fresh copy of the base model (works whatever sharded the training) and
+    save it, with the processor, under output/merged."""
+    from peft import PeftModel
+    from transformers import AutoModelForImageTextToText
+
+    base = AutoModelForImageTextToText.from_pretrained(model_args.model_name_or_path,
+                                                       revision=model_args.model_revision, dtype=dtype)
+    PeftModel.from_pretrained(base, output).merge_and_unload().save_pretrained(output / MERGED)
+    processor.save_pretrained(output / MERGED)
 
 
 def parse(argv: list[str] | None = None):

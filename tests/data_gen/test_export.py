@@ -108,7 +108,8 @@ def test_push_to_a_local_folder_is_a_loadable_hub_layout(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(p.relative_to(hub).as_posix() for p in hub.rglob("*") if p.is_file()) == [
         "README.md", "data/test-00000-of-00001.parquet", "data/train-00000-of-00001.parquet"]
-    loaded = datasets.load_dataset(str(hub))
+    # force_redownload: datasets caches a local folder by its base name, not its files (see train/data.py)
+    loaded = datasets.load_dataset(str(hub), download_mode="force_redownload", verification_mode="no_checks")
     assert (len(loaded["train"]), len(loaded["test"])) == (6, 2)
     assert isinstance(loaded["train"][0]["images"][0], Image.Image)
 

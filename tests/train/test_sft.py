@@ -161,3 +161,42 @@ def test_bad_settings_fail_early(pilot, model_dir, tmp_path, capsys):
     last_image = (full["input_ids"] == processor.image_token_id).nonzero()[-1].item()
     cut = SFTEncoder(processor, max_length=last_image + 5)(row)
     assert len(cut["input_ids"]) == last_image + 5 and torch.equal(cut["input_ids"], full["input_ids"][:last_image + 5])
+
+
+def test_lora_trains_an_adapter_resumes_and_saves_it_merged(pilot, tmp_path):
+    from transformers import AutoModelForImageTextToText
+
+    model_dir = build_model("qwen2_5_vl", tmp_path / "model")
+    common = ("--use_peft", "--lora_r", "4", "--lora_alpha", "8", "--save_strategy", "steps", "--save_steps", "2",
+              "--lr_scheduler_type", "constant")
+    _run(pilot, model_dir, tmp_path / "straight", "agentic", "--max_steps", "4", *common)
+    _run(pilot, model_dir, tmp_path / "stopped", "agentic", "--max_steps", "2", *common)
+    _run(pilot, model_dir, tmp_path / "stopped", "agentic", "--max_steps", "4", *common)
+    straight = load_file(tmp_path / "straight" / "adapter_model.safetensors")
+    resumed = load_file(tmp_path / "stopped" / "adapter_model.safetensors")
+    assert straight and all("lora_" in name for name in straight)
+    assert any(name.endswith("lora_B.weight") and weight.abs().sum() > 0 for name, weight in straight.items())
+    for name, weight in straight.items():
+        torch.testing.assert_close(resumed[name], weight, msg=name)
+    record = json.loads((tmp_path / "straight" / "tirlab_sft.json").read_text())
+    assert record["lora"] and record["mode"] == "agentic" and record["train_samples"] == 24
+    assert record["model"] == str(tmp_path / "straight" / "merged")
+    # the merged checkpoint is a plain model: base weights plus B @ A on the adapted layers
+    merged = AutoModelForImageTextToText.from_pretrained(record["model"]).state_dict()
+    base = AutoModelForImageTextToText.from_pretrained(model_dir).state_dict()
+    assert merged.keys() == base.keys()
+    changed = {name for name in base if not torch.equal(base[name], merged[name])}
+    assert changed and all(name.endswith("proj.weight") for name in changed)
+    assert not any("visual" in name for name in changed)
+
+
+def test_exports_with_the_same_folder_name_load_their_own_rows(tmp_path):
+    """datasets caches a local folder by its base name: without care, the second `pilot/agentic` loaded
+    would silently be the first one's rows."""
+    for n in (3, 5):
+        export = tmp_path / str(n) / "pilot"
+        make_data(["pilot", "--n", str(n), "--n-test", "1", "--out", str(export), "--workers", "1"])
+        assert len(load_sft_dataset(str(export), "agentic")) == n
+        assert len(load_sft_dataset(str(export / "agentic" / "data"), "agentic")) == n  # parquet only, no hf/
+    with pytest.raises(ValueError, match=r"no split 'validation'; it has \['train', 'test'\]"):
+        load_sft_dataset(str(export), "agentic", split="validation")
