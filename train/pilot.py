@@ -98,10 +98,14 @@ def draw(summary: dict, path: Path) -> None:
             epochs, losses = zip(*run["loss"])
             loss_ax.plot(epochs, losses, color=colors[run["mode"]], label=labels[run["mode"]])
     loss_ax.set(title=f"(a) training loss, {summary['loss_scale']} samples", xlabel="epoch", ylabel="loss")
+    styles = {"agentic": dict(marker="o", linestyle="-"), "direct": dict(marker="s", linestyle="--")}
     for mode in TOOLS:
         points = [(r["train_samples"], 100 * r["eval"]["accuracy"]) for r in summary["runs"] if r["mode"] == mode]
         if points:
-            acc_ax.plot(*zip(*points), marker="o", color=colors[mode], label=labels[mode])
+            acc_ax.plot(*zip(*points), color=colors[mode], label=labels[mode], **styles[mode])
+    accuracies = [100 * r["eval"]["accuracy"] for r in summary["runs"]]
+    acc_ax.set_xticks(sorted({r["train_samples"] for r in summary["runs"]}))
+    acc_ax.set_ylim(0, max(5.0, 1.15 * max(accuracies)))
     acc_ax.set(title=f"(b) rotated OCR accuracy ({summary['per_task']} held-out)", xlabel="training samples",
                ylabel="accuracy (%)")
     for ax in (loss_ax, acc_ax):

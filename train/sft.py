@@ -59,9 +59,8 @@ def last_checkpoint(output_dir: str) -> str | None:
     return get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
 
 
-def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_args) -> str:
-    """Train; returns the output directory (the final model and processor are saved there)."""
-    import torch
+def build_trainer(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_args):
+    """The run's SFTTrainer, and the checkpoint it resumes from (None for a fresh start)."""
     from transformers import AutoModelForImageTextToText, AutoProcessor, set_seed
     from trl import SFTTrainer, get_peft_config
 
@@ -90,9 +89,8 @@ def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_ar
     # key names Qwen-VL checkpoints are saved with (transformers 5.19's Trainer loads them without that mapping
     # and silently keeps the initial weights; it then warns of "unexpected keys")
     source = checkpoint if checkpoint and not model_args.use_peft else model_args.model_name_or_path
-    dtype = model_args.dtype if model_args.dtype in (None, "auto") else getattr(torch, model_args.dtype)
     model = AutoModelForImageTextToText.from_pretrained(
-        source, revision=None if checkpoint else model_args.model_revision, dtype=dtype,
+        source, revision=None if checkpoint else model_args.model_revision, dtype=torch_dtype(model_args),
         attn_implementation=model_args.attn_implementation)
     if training_args.freeze_vision:
         vision_encoder(model).requires_grad_(False)
@@ -102,6 +100,12 @@ def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_ar
                          eval_dataset=eval_dataset, processing_class=processor,
                          data_collator=partial(collate, pad_token_id=processor.tokenizer.pad_token_id),
                          peft_config=get_peft_config(model_args))
+    return trainer, checkpoint
+
+
+def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_args) -> str:
+    """Train; returns the output directory (the final model and processor are saved there)."""
+    trainer, checkpoint = build_trainer(script_args, training_args, model_args)
     if checkpoint:
         print(f"resuming from {checkpoint}", flush=True)
     trainer.train(resume_from_checkpoint=checkpoint)
@@ -109,11 +113,11 @@ def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_ar
     trainer.save_state()  # trainer_state.json: the loss curve train/pilot.py draws
     if trainer.is_world_process_zero():
         output = Path(training_args.output_dir)
-        processor.save_pretrained(output)
+        trainer.processing_class.save_pretrained(output)
         if model_args.use_peft:
-            merge_lora(output, model_args, dtype, processor)
+            merge_lora(output, model_args, trainer.processing_class)
         record = {"mode": training_args.mode, "dataset_name": script_args.dataset_name,
-                  "train_samples": len(train_rows), "max_train_samples": script_args.max_train_samples,
+                  "train_samples": len(trainer.train_dataset), "max_train_samples": script_args.max_train_samples,
                   "model_name_or_path": model_args.model_name_or_path,
                   "num_train_epochs": training_args.num_train_epochs,
                   "max_pixels": training_args.max_pixels, "lora": bool(model_args.use_peft),
@@ -122,14 +126,21 @@ def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_ar
     return training_args.output_dir
 
 
-def merge_lora(output: Path, model_args, dtype, processor) -> None:
+def torch_dtype(model_args):
+    import torch
+
+    return model_args.dtype if model_args.dtype in (None, "auto") else getattr(torch, model_args.dtype)
+
+
+def merge_lora(output: Path, model_args, processor) -> None:
     """Merge the saved adapter into a fresh copy of the base model (works whatever sharded the training) and
     save it, with the processor, under output/merged."""
     from peft import PeftModel
     from transformers import AutoModelForImageTextToText
 
     base = AutoModelForImageTextToText.from_pretrained(model_args.model_name_or_path,
-                                                       revision=model_args.model_revision, dtype=dtype)
+                                                       revision=model_args.model_revision,
+                                                       dtype=torch_dtype(model_args))
     PeftModel.from_pretrained(base, output).merge_and_unload().save_pretrained(output / MERGED)
     processor.save_pretrained(output / MERGED)
 

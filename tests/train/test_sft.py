@@ -200,3 +200,18 @@ def test_exports_with_the_same_folder_name_load_their_own_rows(tmp_path):
         assert len(load_sft_dataset(str(export / "agentic" / "data"), "agentic")) == n  # parquet only, no hf/
     with pytest.raises(ValueError, match=r"no split 'validation'; it has \['train', 'test'\]"):
         load_sft_dataset(str(export), "agentic", split="validation")
+
+
+def test_max_pixels_reaches_the_image_processor(pilot, tmp_path):
+    from train.sft import build_trainer
+
+    model_dir = build_model("qwen2_5_vl", tmp_path / "model")
+    patches = {}
+    for max_pixels in (None, 28 * 28 * 8):
+        args = ["--model_name_or_path", str(model_dir), "--dataset_name", str(pilot), "--mode", "direct",
+                "--output_dir", str(tmp_path / "out"), "--use_cpu", "--report_to", "none"]
+        trainer, _ = build_trainer(*parse(args + (["--max_pixels", str(max_pixels)] if max_pixels else [])))
+        grid = trainer.train_dataset[0]["image_grid_thw"][0]
+        patches[max_pixels] = int(grid.prod())
+    patch_area = 14 * 14  # Qwen2.5-VL's vision patch
+    assert patches[28 * 28 * 8] * patch_area <= 28 * 28 * 8 < patches[None] * patch_area
