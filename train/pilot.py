@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from train.sft import RUN_RECORD  # noqa: E402
+from train.sft import MERGED, RUN_RECORD  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {"agentic": ("on", "tools"), "direct": ("none", "no_tools")}  # mode -> eval's --tools and record mode
@@ -51,12 +51,16 @@ def find_runs(runs_dir: Path) -> list[dict]:
 def evaluate(run: dict, per_task: int, eval_args: list[str]) -> dict:
     """Evaluate one run with eval/run_vllm.py (resumed if it was interrupted); returns its overall numbers."""
     tools, mode = TOOLS[run["mode"]]
-    out = Path(run["dir"]) / "eval"
-    command = [sys.executable, str(ROOT / "eval" / "run_vllm.py"), "--model", run["model"], "--tasks", TASK,
+    run_dir = Path(run["dir"]).resolve()
+    model = run_dir / MERGED if run["lora"] else run_dir  # LoRA: the adapter merged into the base model
+    out = run_dir / "eval"
+    command = [sys.executable, str(ROOT / "eval" / "run_vllm.py"), "--model", str(model), "--tasks", TASK,
                "--per_task", str(per_task), "--difficulty", "medium", "--tools", tools, "--out", str(out),
                "--max_pixels", "0", *eval_args]  # 0: the run's own processor, i.e. its training image size
     print(f"== {run['name']}: {' '.join(command[1:])}", flush=True)
-    subprocess.run(command, check=True, cwd=ROOT)
+    if subprocess.run(command).returncode:
+        raise RuntimeError(f"the evaluation of {run['dir']} failed (its output is above); fix the cause and run "
+                           "the same command again: finished evaluations are kept, this one resumes")
     overall = json.loads((out / "summary.json").read_text())["modes"][mode]["overall"]
     return {key: overall[key] for key in ("n", "accuracy", "errors", "tool_call_rate", "calls_per_episode",
                                           "turns_mean")}
@@ -142,6 +146,8 @@ def main(argv: list[str] | None = None) -> dict:
         summary = summarize(args.runs_dir, args.per_task, eval_args)
     except ValueError as err:
         parser.error(str(err))
+    except RuntimeError as err:
+        parser.exit(1, f"{parser.prog}: {err}\n")
     print(markdown(summary))
     print(f"figure: {args.runs_dir / 'figure6.png'}")
     return summary

@@ -11,7 +11,8 @@ loss covers the assistant tokens only (train/data.py). A run that stops resumes 
 `output_dir` when started again with the same command. LoRA: `--use_peft --lora_r 16` saves the adapter, and
 the adapter merged into the base model under `output_dir/merged` (what eval/run_vllm.py loads).
 
-`output_dir/tirlab_sft.json` records what was trained (mode, data, scale, model) for train/pilot.py.
+`output_dir/tirlab_sft.json` records what was trained (mode, data, scale, base model, LoRA or not) for
+train/pilot.py.
 """
 
 from __future__ import annotations
@@ -120,8 +121,7 @@ def main(script_args: SFTScriptArguments, training_args: ToolSFTConfig, model_ar
                   "train_samples": len(trainer.train_dataset), "max_train_samples": script_args.max_train_samples,
                   "model_name_or_path": model_args.model_name_or_path,
                   "num_train_epochs": training_args.num_train_epochs,
-                  "max_pixels": training_args.max_pixels, "lora": bool(model_args.use_peft),
-                  "model": str(output / MERGED if model_args.use_peft else output)}
+                  "max_pixels": training_args.max_pixels, "lora": bool(model_args.use_peft)}
         (output / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return training_args.output_dir
 

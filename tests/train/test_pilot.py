@@ -66,6 +66,13 @@ def test_every_run_is_evaluated_in_its_mode_and_drawn(runs):
     assert before == {name: (runs / name / "eval" / "records.jsonl").read_text() for name in before}
 
 
+def test_a_failed_evaluation_stops_the_summary_with_what_to_do(runs, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        pilot([str(runs), "--per_task", "3", "--backend", "no-such-backend"])
+    assert stopped.value.code == 1
+    assert "the evaluation of" in capsys.readouterr().err
+
+
 def test_no_finished_run_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "agentic-1000").mkdir()
     with pytest.raises(SystemExit):
@@ -94,6 +101,33 @@ def test_training_prompts_are_the_prompts_eval_sends(form):
     assert trained == prompt.messages
     first_image = np.asarray(Image.open(io.BytesIO(row["images"][0]["bytes"])).convert("RGB"))
     assert len(prompt.images) == 1 and np.array_equal(first_image, prompt.images[0])
+    episode.close()
+
+
+@pytest.mark.parametrize("form", ["agentic", "direct"])
+def test_qwen3_vl_sees_the_same_text_in_training_and_eval(form, tmp_path):
+    """Qwen3-VL's preset renders tools through the model's own template, the SFT rows carry them in the system
+    prompt: the chat template turns both into the same text."""
+    from transformers import AutoProcessor
+
+    from eval.loop import toolboxes
+    from eval.presets import get_preset
+    from eval.suites.synthetic import synthetic_suite
+
+    processor = AutoProcessor.from_pretrained(build_model("qwen3_vl", tmp_path / "model"))
+    task = next(synthetic_suite(("rotated_ocr",), per_task=1))
+    row = sft_rows(("rotated_ocr", task.meta["seed"], "medium", {"angles": "quarter"}))[form]
+    profile = get_preset("qwen3-vl").profile
+    episode = toolboxes(profile)(task, "tools" if form == "agentic" else "no_tools").start(
+        profile, task.question, task.images, budgets=profile.budgets)
+    prompt = episode.prompt()
+    first_answer = next(k for k, m in enumerate(row["messages"]) if m["role"] == "assistant")
+    trained = [{"role": m["role"], "content": [{k: v for k, v in part.items() if v is not None}
+                                               for part in m["content"]]} for m in row["messages"][:first_answer]]
+    render = dict(tokenize=False, add_generation_prompt=True)
+    assert processor.apply_chat_template(trained, **render) == processor.apply_chat_template(
+        prompt.messages, tools=prompt.tools, **render)
+    assert (form == "agentic") == bool(prompt.tools)
     episode.close()
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval.presets import get_preset
+from eval.presets import preset_for
 from train.sft import parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,13 +21,14 @@ def test_pilot_recipes_are_the_papers_setup(recipe):
     assert raw["bf16"] is True  # on the GPUs it is written for; here it is overridden to parse on a CPU
     script_args, training_args, model_args = parse(["--config", str(recipe), "--use_cpu", "--bf16", "false"])
     assert training_args.mode == recipe.stem
-    assert model_args.model_name_or_path == "Qwen/Qwen2.5-VL-7B-Instruct"
+    model = {"qwen2_5_vl_7b": "Qwen/Qwen2.5-VL-7B-Instruct", "qwen3_vl_8b": "Qwen/Qwen3-VL-8B-Instruct"}
+    assert model_args.model_name_or_path == model[recipe.parent.name]
     assert training_args.num_train_epochs == 5 and script_args.max_train_samples == 15000
     assert not model_args.use_peft and not training_args.freeze_vision  # every parameter trained
     assert training_args.gradient_checkpointing and training_args.max_length is None
     assert script_args.dataset_name == "data/pilot"
     # trained at the image size eval/run_vllm.py evaluates the family at
-    assert training_args.max_pixels == get_preset("qwen2.5-vl").max_pixels
+    assert training_args.max_pixels == preset_for(model_args.model_name_or_path).max_pixels
     assert Path(training_args.output_dir).name == f"{recipe.stem}-15000"
 
 

@@ -180,9 +180,8 @@ def test_lora_trains_an_adapter_resumes_and_saves_it_merged(pilot, tmp_path):
         torch.testing.assert_close(resumed[name], weight, msg=name)
     record = json.loads((tmp_path / "straight" / "tirlab_sft.json").read_text())
     assert record["lora"] and record["mode"] == "agentic" and record["train_samples"] == 24
-    assert record["model"] == str(tmp_path / "straight" / "merged")
     # the merged checkpoint is a plain model: base weights plus B @ A on the adapted layers
-    merged = AutoModelForImageTextToText.from_pretrained(record["model"]).state_dict()
+    merged = AutoModelForImageTextToText.from_pretrained(tmp_path / "straight" / "merged").state_dict()
     base = AutoModelForImageTextToText.from_pretrained(model_dir).state_dict()
     assert merged.keys() == base.keys()
     changed = {name for name in base if not torch.equal(base[name], merged[name])}
@@ -215,3 +214,18 @@ def test_max_pixels_reaches_the_image_processor(pilot, tmp_path):
         patches[max_pixels] = int(grid.prod())
     patch_area = 14 * 14  # Qwen2.5-VL's vision patch
     assert patches[28 * 28 * 8] * patch_area <= 28 * 28 * 8 < patches[None] * patch_area
+
+
+@pytest.mark.parametrize("logger", ["tensorboard", "trackio", "wandb"])
+def test_a_logger_without_its_package_is_named_before_training(logger):
+    import importlib.util
+
+    from train.sft import check_loggers
+
+    if importlib.util.find_spec(logger) is None:
+        message = f"--report_to {logger} needs the `{logger}` package: pip install {logger}"
+        with pytest.raises(ValueError, match=message):
+            check_loggers([logger])
+    else:
+        check_loggers([logger])
+    check_loggers("none")
