@@ -74,9 +74,10 @@ def run(model: str, data: str, workers: int, batch: int, steps: int, skip: int, 
             "--dataloader_num_workers", str(workers),
             "--save_strategy", "no", "--report_to", "none", "--logging_steps", str(10 * steps),
             "--disable_tqdm", "true", "--learning_rate", "1e-5"]
-    args += ["--dtype", "bfloat16", "--max_pixels", str(1280 * 28 * 28)] if gpu else ["--use_cpu",
-                                                                                      "--gradient_checkpointing",
-                                                                                      "false"]
+    if gpu:
+        args += ["--dtype", "bfloat16", "--max_pixels", str(1280 * 28 * 28)]
+    else:
+        args += ["--use_cpu", "--gradient_checkpointing", "false"]
     script_args, training_args, model_args = parse(args)
     training_args.include_num_input_tokens_seen = "non_padding"  # the flag only parses as a boolean
     trainer, _ = build_trainer(script_args, training_args, model_args)

@@ -24,10 +24,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval.config import TOOL_MODES  # noqa: E402
 from train.sft import MERGED, RUN_RECORD  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = {"agentic": ("on", "tools"), "direct": ("none", "no_tools")}  # mode -> eval's --tools and record mode
+TOOLS = {"agentic": "on", "direct": "none"}  # training mode -> eval's --tools
 TASK = "rotated_ocr"
 
 
@@ -50,7 +51,8 @@ def find_runs(runs_dir: Path) -> list[dict]:
 
 def evaluate(run: dict, per_task: int, eval_args: list[str]) -> dict:
     """Evaluate one run with eval/run_vllm.py (resumed if it was interrupted); returns its overall numbers."""
-    tools, mode = TOOLS[run["mode"]]
+    tools = TOOLS[run["mode"]]
+    (mode,) = TOOL_MODES[tools]  # the mode eval's records and summary use
     run_dir = Path(run["dir"]).resolve()
     model = run_dir / MERGED if run["lora"] else run_dir  # LoRA: the adapter merged into the base model
     out = run_dir / "eval"

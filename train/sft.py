@@ -30,7 +30,7 @@ import json  # noqa: E402
 from train.config import SFTScriptArguments, ToolSFTConfig  # noqa: E402
 from train.data import SFTEncoder, collate, encoded, load_sft_dataset  # noqa: E402
 
-LOGGERS = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}  # report_to -> its package
+LOGGERS = ("tensorboard", "trackio", "wandb")  # report_to values whose package has the same name
 RUN_RECORD = "tirlab_sft.json"
 # LoRA targets unless --lora_target_modules says otherwise: the language model's linear layers (peft has no
 # default for most VLMs, and bare names such as gate_proj would match the vision tower's MLPs too)
@@ -49,9 +49,8 @@ def vision_encoder(model):
 
 def check_loggers(report_to) -> None:
     for logger in [report_to] if isinstance(report_to, str) else report_to or []:
-        package = LOGGERS.get(logger)
-        if package and importlib.util.find_spec(package) is None:
-            raise ValueError(f"--report_to {logger} needs the `{package}` package: pip install {package}")
+        if logger in LOGGERS and importlib.util.find_spec(logger) is None:
+            raise ValueError(f"--report_to {logger} needs the `{logger}` package: pip install {logger}")
 
 
 def last_checkpoint(output_dir: str) -> str | None:

@@ -81,23 +81,30 @@ def test_no_finished_run_is_a_clear_error(tmp_path, capsys):
     assert "no finished SFT run under" in error and "folders there: ['agentic-1000']" in error
 
 
-@pytest.mark.parametrize("form", ["agentic", "direct"])
-def test_training_prompts_are_the_prompts_eval_sends(form):
-    """What an SFT row puts before the first answer is exactly the prompt eval/run_vllm.py builds for the task
-    (qwen2.5-vl preset; tools on for agentic, none for direct): the trained model is evaluated in its own format."""
+def _training_row_and_episode(preset: str, form: str):
+    """The pilot's SFT row for the suite's first rotated-OCR task, its messages before the first answer (as
+    the eval harness writes messages), and the eval episode of that task under `preset`."""
     from eval.loop import toolboxes
     from eval.presets import get_preset
     from eval.suites.synthetic import synthetic_suite
 
     task = next(synthetic_suite(("rotated_ocr",), per_task=1))
     row = sft_rows(("rotated_ocr", task.meta["seed"], "medium", {"angles": "quarter"}))[form]
-    profile = get_preset("qwen2.5-vl").profile
-    mode = "tools" if form == "agentic" else "no_tools"
-    episode = toolboxes(profile)(task, mode).start(profile, task.question, task.images, budgets=profile.budgets)
-    prompt = episode.prompt()
     first_answer = next(k for k, m in enumerate(row["messages"]) if m["role"] == "assistant")
     trained = [{"role": m["role"], "content": [{k: v for k, v in part.items() if v is not None}
                                                for part in m["content"]]} for m in row["messages"][:first_answer]]
+    profile = get_preset(preset).profile
+    episode = toolboxes(profile)(task, "tools" if form == "agentic" else "no_tools").start(
+        profile, task.question, task.images, budgets=profile.budgets)
+    return row, trained, episode
+
+
+@pytest.mark.parametrize("form", ["agentic", "direct"])
+def test_training_prompts_are_the_prompts_eval_sends(form):
+    """What an SFT row puts before the first answer is exactly the prompt eval/run_vllm.py builds for the task
+    (qwen2.5-vl preset; tools on for agentic, none for direct): the trained model is evaluated in its own format."""
+    row, trained, episode = _training_row_and_episode("qwen2.5-vl", form)
+    prompt = episode.prompt()
     assert trained == prompt.messages
     first_image = np.asarray(Image.open(io.BytesIO(row["images"][0]["bytes"])).convert("RGB"))
     assert len(prompt.images) == 1 and np.array_equal(first_image, prompt.images[0])
@@ -110,20 +117,9 @@ def test_qwen3_vl_sees_the_same_text_in_training_and_eval(form, tmp_path):
     prompt: the chat template turns both into the same text."""
     from transformers import AutoProcessor
 
-    from eval.loop import toolboxes
-    from eval.presets import get_preset
-    from eval.suites.synthetic import synthetic_suite
-
     processor = AutoProcessor.from_pretrained(build_model("qwen3_vl", tmp_path / "model"))
-    task = next(synthetic_suite(("rotated_ocr",), per_task=1))
-    row = sft_rows(("rotated_ocr", task.meta["seed"], "medium", {"angles": "quarter"}))[form]
-    profile = get_preset("qwen3-vl").profile
-    episode = toolboxes(profile)(task, "tools" if form == "agentic" else "no_tools").start(
-        profile, task.question, task.images, budgets=profile.budgets)
+    _, trained, episode = _training_row_and_episode("qwen3-vl", form)
     prompt = episode.prompt()
-    first_answer = next(k for k, m in enumerate(row["messages"]) if m["role"] == "assistant")
-    trained = [{"role": m["role"], "content": [{k: v for k, v in part.items() if v is not None}
-                                               for part in m["content"]]} for m in row["messages"][:first_answer]]
     render = dict(tokenize=False, add_generation_prompt=True)
     assert processor.apply_chat_template(trained, **render) == processor.apply_chat_template(
         prompt.messages, tools=prompt.tools, **render)
