@@ -53,8 +53,9 @@ class EvalConfig:
                             default=16)
     max_pixels: int | None = _help("Largest image the processor feeds the model, in pixels (default: the "
                                    "preset's; 0: the checkpoint's own).", default=None)
-    force_tool_calls: int = _help("Constrain each episode's first N replies to a tool call (vLLM structured "
-                                  "outputs), then an answer: for random-weight smoke models only.", default=0)
+    force_tool_calls: int = _help("Script each episode's first N replies as a tool call drawn from the tool's "
+                                  "schema, then an answer (eval/forcing.py): for random-weight smoke models only.",
+                                  default=0)
     max_active: int = _help("Episodes in flight at once.", default=256)
     max_model_len: int = _help("vLLM: context length.", default=32768)
     tensor_parallel_size: int = _help("vLLM: GPUs per engine (tensor parallel).", default=1)
@@ -88,7 +89,7 @@ class EvalConfig:
         except ValueError as err:
             problems.append(str(err))
         if self.force_tool_calls and self.backend != "vllm":
-            problems.append("--force_tool_calls needs --backend vllm (structured outputs)")
+            problems.append("--force_tool_calls needs --backend vllm (it scripts replies in the engine)")
         if problems:
             raise ValueError("bad evaluation config:\n  " + "\n  ".join(problems))
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator
 
 from eval.backends import Backend, Completion, Sampling
-from eval.grammar import ForcedReplies
+from eval.forcing import ForcedReplies
 from eval.suites import Task
 from runtime.episode import Episode, State, Stop
 from runtime.profiles import Budgets, ModelProfile
@@ -66,13 +66,15 @@ class EvalLoop:
                  max_active: int = 256, forced: ForcedReplies | None = None, seed: int = 0):
         if max_active < 1:
             raise ValueError(f"max_active must be at least 1, got {max_active}")
+        if forced is not None and backend.name != "vllm":
+            raise ValueError(f"forced replies need the vLLM engine backend, not {backend.name!r}")
         self.backend = backend
         self.profile = profile
         self.sampling = sampling
         self.toolbox_for = toolbox_for  # (task, mode) -> the ToolBox its episode uses
         self.budgets_for = budgets_for or (lambda task: profile.budgets)
         self.max_active = max_active
-        self.forced = forced  # see eval/grammar.py: smoke runs of random-weight models
+        self.forced = forced  # see eval/forcing.py: smoke runs of random-weight models
         self.seed = seed
 
     def run(self, work: Iterable[tuple[Task, str]]) -> Iterator[Finished]:
@@ -126,8 +128,8 @@ class EvalLoop:
         episode = item.episode
         key = f"{episode.turns}:{item.mode}:{item.task.id}"
         seed = zlib.crc32(f"{self.seed}:{key}".encode())  # reproducible per turn, whatever the batch around it
-        regex = self.forced.regex(episode.trajectory.tools, episode.turns) if self.forced else self.sampling.regex
-        sampling = replace(self.sampling, seed=seed, regex=regex)
+        script = self.forced.script(episode.trajectory.tools, episode.turns, seed) if self.forced else None
+        sampling = replace(self.sampling, seed=seed, script=script)
         waiting[key] = item
         self.backend.submit(key, episode.prompt(), sampling)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from eval.backends import Sampling
 from eval.config import GPU_DEFAULT_MODEL, SMOKE_MODEL, EvalConfig, smoke_model_dir
-from eval.grammar import ForcedReplies
+from eval.forcing import ForcedReplies
 from eval.judge import JUDGE, Judge, JudgeItem
 from eval.loop import EvalLoop, Finished, toolboxes
 from eval.presets import get_preset, preset_for
@@ -36,7 +36,7 @@ from runtime.profiles import Budgets
 SMOKE_DEFAULTS = dict(tasks=["rotated_ocr", "rotation_game"], per_task=4, tools="both", force_tool_calls=2,
                       max_tokens=96, max_images=4, max_pixels=0, max_model_len=4096, dtype="float32", max_active=64)
 SMOKE_BANNER = (f"No --model and no GPU: evaluating '{SMOKE_MODEL}', a tiny RANDOM-WEIGHT model, on a small suite "
-                "through the vLLM CPU engine. Its tool calls are forced by structured outputs and its answers are "
+                "through the vLLM CPU engine. Its tool calls are scripted by the harness and its answers are "
                 "noise: this run checks the pipeline, not a model.")
 
 

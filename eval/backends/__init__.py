@@ -35,6 +35,7 @@ class Sampling:
     repetition_penalty: float = 1.0
     seed: int | None = None  # per request; the harness derives one per episode and turn
     regex: str | None = None  # structured outputs: the reply must match (vLLM engines and servers only)
+    script: tuple | None = None  # a forced reply (eval/forcing.py; the vLLM engine backend only)
 
     def __post_init__(self):
         if self.max_tokens < 1:

@@ -21,6 +21,8 @@ import weakref
 from dataclasses import replace
 
 import numpy as np
+import torch
+from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
 from eval.backends import Completion, Sampling, render_text
 from runtime.protocols import Prompt
@@ -50,6 +52,88 @@ class _ImageIds:
         return key
 
 
+class ForcedReplyProcessor(LogitsProcessor):
+    """A request whose `SamplingParams.extra_args["forced_reply"]` holds a script in token ids (lists of forced
+    ids, and counts of free tokens) generates exactly that script, then its end token (eval/forcing.py).
+    A free token is the model's own draw among whole words (a space and ASCII letters, one token that
+    encodes back to itself), so the reply's text tokenizes back to the very ids generated and the next turn
+    finds them in the prefix cache, as a real model's replies mostly do. Requests without a script pass
+    through untouched."""
+
+    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
+        self.model_config = vllm_config.model_config
+        self.device = device
+        self.free_bias: torch.Tensor | None = None  # 0 for the free tokens, -inf elsewhere; built on first use
+        self.end: int | None = None
+        self.plans: dict[int, tuple[list[int], list[int]]] = {}  # batch row -> (plan, its output ids so far)
+
+    def _vocabulary(self) -> None:
+        from transformers import AutoTokenizer
+
+        config = self.model_config
+        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer, revision=config.tokenizer_revision,
+                                                  trust_remote_code=config.trust_remote_code)
+        special = set(tokenizer.added_tokens_decoder)
+        texts = {i: tokenizer.decode([i]) for i in range(len(tokenizer)) if i not in special}
+        free = [i for i, text in texts.items() if text[:1] == " " and text[1:].isascii() and text[1:].isalpha()
+                and tokenizer.encode(text, add_special_tokens=False) == [i]]
+        if len(free) < 16:  # a tokenizer without whole-word tokens: anything but markup
+            free = [i for i, text in texts.items() if "<" not in text and ">" not in text]
+        self.free_bias = torch.full((config.get_vocab_size(),), float("-inf"), device=self.device)
+        self.free_bias[torch.tensor(free, device=self.device)] = 0.0
+        self.end = tokenizer.eos_token_id
+
+    @classmethod
+    def validate_params(cls, params) -> None:
+        script = (params.extra_args or {}).get("forced_reply")
+        if script is not None and not all(isinstance(s, list) or isinstance(s, int) and s > 0 for s in script):
+            raise ValueError(f"forced_reply must hold lists of token ids and counts of free tokens, got {script!r}")
+
+    def is_argmax_invariant(self) -> bool:
+        return False
+
+    def update_state(self, batch_update: BatchUpdate | None) -> None:
+        if batch_update is None:
+            return
+        for row in batch_update.removed:
+            self.plans.pop(row, None)
+        for row, params, _, output_ids in batch_update.added:
+            script = (params.extra_args or {}).get("forced_reply")
+            if script is None:
+                self.plans.pop(row, None)
+            else:  # one entry per position: a forced id, or -1 for a free token
+                if self.free_bias is None:
+                    self._vocabulary()
+                plan = [t for part in script for t in (part if isinstance(part, list) else [-1] * part)]
+                self.plans[row] = (plan + [self.end], output_ids)
+        for a, b, direction in batch_update.moved:
+            a_plan, b_plan = self.plans.pop(a, None), self.plans.pop(b, None)
+            if a_plan is not None:
+                self.plans[b] = a_plan
+            if b_plan is not None and direction is MoveDirectionality.SWAP:
+                self.plans[a] = b_plan
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        if not self.plans:
+            return logits
+        free_rows, forced_rows, forced_ids = [], [], []
+        for row, (plan, output_ids) in self.plans.items():
+            token = plan[min(len(output_ids), len(plan) - 1)]
+            if token < 0:
+                free_rows.append(row)
+            else:
+                forced_rows.append(row)
+                forced_ids.append(token)
+        if free_rows:
+            rows = torch.tensor(free_rows, device=self.device)
+            logits[rows] += self.free_bias
+        if forced_rows:
+            rows, ids = torch.tensor(forced_rows, device=self.device), torch.tensor(forced_ids, device=self.device)
+            logits[rows] = float("-inf")
+            logits[rows, ids] = 0.0
+        return logits
+
+
 class VLLMEngineBackend:
     name = "vllm"
 
@@ -67,6 +151,7 @@ class VLLMEngineBackend:
                        limit_mm_per_prompt={"image": limit_images, "video": 0},
                        tensor_parallel_size=tensor_parallel_size,
                        gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
+                       logits_processors=[ForcedReplyProcessor],
                        **{k: v for k, v in optional.items() if v is not None}, **engine_kwargs)
         self.engine = self.llm.llm_engine
         self._client_error = VLLMClientError  # a request vLLM refuses (too long, bad parameters)
@@ -76,8 +161,6 @@ class VLLMEngineBackend:
         # does not use offset", vLLM 0.32): there, sampling uses the engine's seed
         self.request_seeds = not current_platform.is_cpu()
         if current_platform.is_cpu():
-            import torch
-
             # the model's math runs in the engine's worker process; this one only prepares inputs, and its
             # torch threads would compete with the worker for the same cores
             torch.set_num_threads(1)
@@ -100,7 +183,13 @@ class VLLMEngineBackend:
                 request["multi_modal_data"] = {"image": [_rgb(image) for image in prompt.images]}
                 request["multi_modal_uuids"] = {"image": [self._image_ids.key(image) for image in prompt.images]}
             seeded = sampling if self.request_seeds else replace(sampling, seed=None)
-            self.engine.add_request(key, request, self._params(seeded, prompt.stop))
+            params = self._params(seeded, prompt.stop)
+            if sampling.script:
+                tokenizer = self.processor.tokenizer
+                params.extra_args = {"forced_reply": [part if isinstance(part, int)
+                                                      else tokenizer.encode(part, add_special_tokens=False)
+                                                      for part in sampling.script]}
+            self.engine.add_request(key, request, params)
         except (ValueError, self._client_error) as err:  # e.g. a prompt over max_model_len: that episode ends
             self._failed.append((key, Completion("", error=f"vLLM refused the request: {err}")))
             return

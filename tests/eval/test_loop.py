@@ -1,25 +1,27 @@
 """The evaluation loop on the real vLLM CPU engine and the tiny random-weight model: complete multi-turn
-episodes whose tool calls (forced by structured outputs) run through the real tools; episodes batched
+episodes whose tool calls (scripted by eval/forcing.py) run through the real tools; episodes batched
 across turns; no-tools mode; HF generate agreeing with vLLM; the reference policy scoring the suite."""
 
 from __future__ import annotations
 
 import json
+import random
+import re
 
 import pytest
 
 from eval.backends import Sampling
 from eval.backends.hf_generate import HFGenerateBackend
 from eval.backends.reference import ReferenceBackend
-from eval.grammar import ForcedReplies, tool_call_regex
+from eval.forcing import ForcedReplies, draw_arguments
 from eval.loop import EvalLoop, toolboxes
 from eval.presets import get_preset
 from eval.suites import FollowUp, Task
 from eval.suites.synthetic import synthetic_suite
 from runtime.profiles import get_profile
-from runtime.protocols import HermesProtocol
+from runtime.protocols import HermesProtocol, Prompt
 from runtime.toolbox import ToolBox
-from tools.toolsets import get_toolset
+from tools.registry import REGISTRY
 
 PROFILE = get_preset("qwen2.5-vl").profile
 
@@ -87,30 +89,31 @@ def test_a_prompt_over_the_context_ends_that_episode_only(tiny_engine, tasks):
     assert finished[tasks[0].id].error is None
 
 
-def test_tool_call_regex_accepts_every_reference_call():
-    import re
-
-    toolset = get_toolset("default")
-    pattern = re.compile(tool_call_regex(list(toolset.schemas())))
-    checked = 0
-    for task in synthetic_suite(per_task=1):
-        if task.toolset != "default":
-            continue
-        schemas = {s["function"]["name"]: s["function"] for s in toolset.schemas()}
-        for call in task.reference:
-            required = schemas[call["name"]]["parameters"].get("required", [])
-            arguments = {k: call["arguments"][k] for k in required}
-            block = json.dumps({"name": call["name"], "arguments": arguments})
-            if all(_small_ints(v) for v in arguments.values()):
-                assert pattern.fullmatch(f"<tool_call>\n{block}\n</tool_call>"), block
-                checked += 1
-    assert checked >= 5
+def test_a_scripted_reply_is_the_script_with_the_models_own_free_tokens(tiny_engine):
+    script = ("<think>", 12, "</think>\n<answer>", 3, "</answer>")
+    prompt = Prompt([{"role": "user", "content": [{"type": "text", "text": "hi"}]}], [])
+    tiny_engine.submit("scripted", prompt, Sampling(max_tokens=64, temperature=1.0, script=script))
+    ((_, completion),) = tiny_engine.poll(timeout=None)
+    assert completion.error is None and not completion.truncated
+    assert re.fullmatch(r"<think>[^<>]+</think>\n<answer>[^<>]+</answer>", completion.reply), completion.reply
+    forced = sum(len(tiny_engine.processor.tokenizer.encode(part, add_special_tokens=False))
+                 for part in script if isinstance(part, str))
+    assert completion.completion_tokens == forced + 12 + 3 + 1  # and the end token
+    # free tokens are whole words: the text tokenizes back to as many ids, so the next turn hits the prefix cache
+    assert len(tiny_engine.processor.tokenizer.encode(completion.reply)) == completion.completion_tokens - 1
 
 
-def _small_ints(value) -> bool:
-    """Values within the bounds the regex draws from: integers below 1000, lists of up to 8 of them."""
-    values = value if isinstance(value, list) else [value]
-    return len(values) <= 8 and all(type(v) is int and 0 <= v < 1000 for v in values)
+def test_drawn_tool_calls_fit_every_tools_schema():
+    """A forced call can fail on the image (a box outside it), never on the shape of its arguments."""
+    for op in REGISTRY.values():
+        parameters = op.schema()["function"]["parameters"]
+        for seed in range(20):
+            op.bind(draw_arguments(parameters, random.Random(seed)))
+
+
+def test_forced_replies_need_the_vllm_engine(tasks):
+    with pytest.raises(ValueError, match="need the vLLM engine backend, not 'reference'"):
+        EvalLoop(ReferenceBackend(tasks), PROFILE, Sampling(), toolboxes(PROFILE), forced=ForcedReplies(2))
 
 
 def test_hf_generate_and_vllm_agree_on_greedy_replies(tiny_engine, tiny_model_dir, tasks):

@@ -112,7 +112,7 @@ def test_resuming_with_another_configuration_is_refused(tmp_path):
     (dict(shard="half"), "--shard must be 'i/n'"),
     (dict(backend="openai"), "needs --base_url"),
     (dict(suite="missing.jsonl"), "neither"),
-    (dict(force_tool_calls=2, backend="hf"), "structured outputs"),
+    (dict(force_tool_calls=2, backend="hf"), "needs --backend vllm"),
 ])
 def test_bad_settings_fail_early_with_what_to_do(overrides, message):
     with pytest.raises(ValueError, match=message):
