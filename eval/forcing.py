@@ -24,6 +24,8 @@ import json
 import random
 from dataclasses import dataclass
 
+from runtime.protocols.hermes import call_block
+
 Script = tuple[str | int, ...]  # forced text, and counts of free tokens, in order
 
 
@@ -42,8 +44,8 @@ class ForcedReplies:
         if schemas and turn < self.calls:
             schema = rng.choice(schemas)
             function = schema.get("function", schema)
-            call = {"name": function["name"], "arguments": draw_arguments(function.get("parameters") or {}, rng)}
-            return think + (f"<tool_call>\n{json.dumps(call)}\n</tool_call>",)
+            arguments = draw_arguments(function.get("parameters") or {}, rng)
+            return think + (call_block(function["name"], json.dumps(arguments)),)
         return think + ("<answer>", rng.randint(1, self.answer_tokens), "</answer>")
 
 
