@@ -21,6 +21,7 @@ import weakref
 from dataclasses import replace
 
 import numpy as np
+import psutil  # a dependency of vLLM
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
@@ -50,6 +51,39 @@ class _ImageIds:
         key = image_key(image)
         self._keys[id(image)] = (weakref.ref(image), key)
         return key
+
+
+def keep_off_worker_cores(schedulers: list[psutil.Process]) -> list[int] | None:
+    """Keep this process and the engine's scheduler processes off the cores that vLLM's CPU workers (the
+    schedulers' children) bind their OpenMP threads to. vLLM reserves the other cores for its scheduler, but
+    leaves both processes free to run on the workers' cores. There the harness's input processing (chat
+    template, tokenizer, image preprocessing) and its tool thread took time slices from the model's math
+    (docs/benchmarks.md). Threads and subprocesses started later (tools, sandboxes) inherit the affinity.
+    Returns this process's cores before the move, for `close` to give back; None when nothing moved (the
+    workers are bound to every core, or to none)."""
+    ours = os.sched_getaffinity(0)
+    worker_cores: set[int] = set()
+    for scheduler in schedulers:
+        for worker in scheduler.children(recursive=True):
+            try:
+                worker_cores |= set(worker.cpu_affinity())
+            except psutil.Error:  # ended meanwhile
+                pass
+    free = sorted(ours - worker_cores)
+    if not worker_cores or not free:
+        return None
+    for process in [psutil.Process(), *schedulers]:
+        pin_threads(process, free)
+    return sorted(ours)
+
+
+def pin_threads(process: psutil.Process, cores: list[int]) -> None:
+    """Every thread of `process` on `cores` (an affinity call on a process id moves its first thread only)."""
+    try:
+        for thread in process.threads():
+            os.sched_setaffinity(thread.id, cores)
+    except (psutil.Error, ProcessLookupError):  # the process or a thread ended meanwhile
+        pass
 
 
 class ForcedReplyProcessor(LogitsProcessor):
@@ -147,6 +181,7 @@ class VLLMEngineBackend:
         from vllm.exceptions import VLLMClientError
 
         optional = {"max_num_seqs": max_num_seqs, "mm_processor_kwargs": mm_processor_kwargs}
+        children_before = {child.pid for child in psutil.Process().children()}
         self.llm = LLM(model=model, max_model_len=max_model_len, dtype=dtype, seed=seed,
                        limit_mm_per_prompt={"image": limit_images, "video": 0},
                        tensor_parallel_size=tensor_parallel_size,
@@ -160,10 +195,13 @@ class VLLMEngineBackend:
         # vLLM's CPU backend crashes when a request with its own seed is prefilled in chunks ("CPU Generator
         # does not use offset", vLLM 0.32): there, sampling uses the engine's seed
         self.request_seeds = not current_platform.is_cpu()
+        self._cores_before = None
         if current_platform.is_cpu():
             # the model's math runs in the engine's worker process; this one only prepares inputs, and its
             # torch threads would compete with the worker for the same cores
             torch.set_num_threads(1)
+            schedulers = [child for child in psutil.Process().children() if child.pid not in children_before]
+            self._cores_before = keep_off_worker_cores(schedulers)
         self.processor = AutoProcessor.from_pretrained(model, **(mm_processor_kwargs or {}))
         self.model = model
         self.limit_images = limit_images
@@ -214,6 +252,8 @@ class VLLMEngineBackend:
             self.engine.abort_request([key])
         self._submitted.clear()
         self.engine.engine_core.shutdown()
+        if self._cores_before is not None:  # this process goes on (tests, scripts): give its cores back
+            pin_threads(psutil.Process(), self._cores_before)
 
     def _completion(self, output) -> Completion:
         generated = output.outputs[0]

@@ -29,11 +29,17 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_engine(tiny_model_dir):
-    from eval.backends.vllm_engine import VLLMEngineBackend
+    import psutil
 
+    from eval.backends.vllm_engine import VLLMEngineBackend, pin_threads
+
+    cores = sorted(os.sched_getaffinity(0))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
         backend = VLLMEngineBackend(str(tiny_model_dir), max_model_len=4096, limit_images=4, dtype="float32")
+    # the engine moved this process off its worker's cores; the session's other tests start servers and runs
+    # in subprocesses, which would inherit that: give it every core back
+    pin_threads(psutil.Process(), cores)
     yield backend
     backend.close()
 

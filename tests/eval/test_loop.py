@@ -5,14 +5,19 @@ across turns; no-tools mode; HF generate agreeing with vLLM; the reference polic
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 
+import psutil
 import pytest
 
 from eval.backends import Sampling
 from eval.backends.hf_generate import HFGenerateBackend
 from eval.backends.reference import ReferenceBackend
+from eval.backends.vllm_engine import keep_off_worker_cores, pin_threads
 from eval.forcing import ForcedReplies, draw_arguments
 from eval.loop import EvalLoop, toolboxes
 from eval.presets import get_preset
@@ -101,6 +106,44 @@ def test_a_scripted_reply_is_the_script_with_the_models_own_free_tokens(tiny_eng
     assert completion.completion_tokens == forced + 12 + 3 + 1  # and the end token
     # free tokens are whole words: the text tokenizes back to as many ids, so the next turn hits the prefix cache
     assert len(tiny_engine.processor.tokenizer.encode(completion.reply)) == completion.completion_tokens - 1
+
+
+def test_the_engines_scheduler_runs_off_its_workers_cores(tiny_engine):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: the worker and the scheduler share it")
+    schedulers = [p for p in psutil.Process().children() if p.name().startswith("VLLM::EngineCore")]
+    assert schedulers, "the tiny engine's scheduler process was not found"
+    for scheduler in schedulers:
+        workers = scheduler.children(recursive=True)
+        worker_cores = set().union(*(worker.cpu_affinity() for worker in workers))
+        assert worker_cores and not worker_cores & set(scheduler.cpu_affinity())
+
+
+def test_keep_off_worker_cores_moves_this_process_and_the_scheduler_then_gives_the_cores_back():
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    # a scheduler process whose child (the worker) is bound to the first core, as vLLM's CPU worker is
+    scheduler = subprocess.Popen([sys.executable, "-c", (
+        "import os, subprocess, sys, time\n"
+        "worker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"os.sched_setaffinity(worker.pid, {{{cores[0]}}})\n"
+        "print(worker.pid, flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    worker = psutil.Process(int(scheduler.stdout.readline()))
+    try:
+        before = keep_off_worker_cores([psutil.Process(scheduler.pid)])
+        assert before == cores
+        rest = set(cores[1:])
+        assert all(os.sched_getaffinity(thread.id) == rest for thread in psutil.Process().threads())
+        assert os.sched_getaffinity(scheduler.pid) == rest
+        assert worker.cpu_affinity() == [cores[0]]
+        assert keep_off_worker_cores([]) is None  # no workers: nothing moves
+    finally:
+        pin_threads(psutil.Process(), cores)
+        worker.kill()
+        scheduler.kill()
+    assert sorted(os.sched_getaffinity(0)) == cores
 
 
 def test_drawn_tool_calls_fit_every_tools_schema():
