@@ -117,6 +117,7 @@ def main() -> int:
           f"{'PASS' if vs_sequential >= 5 else 'FAIL'}")
     return 0 if vs_batch["matched"] >= 0.7 and vs_sequential >= 5 else 1
 
+
 def _with_images(messages: list[dict], images: list) -> list[dict]:
     """Prompt messages with their `{"type": "image"}` placeholders filled, as `LLM.chat` takes them."""
     images = iter(images)
