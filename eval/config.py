@@ -10,6 +10,8 @@ from pathlib import Path
 GPU_DEFAULT_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 SMOKE_MODEL = "tiny-random-qwen2.5-vl"  # built locally by runtime.tiny_model: random weights, CPU smoke runs
 BACKENDS = ("vllm", "openai", "hf", "reference")
+SUITES = ("synthetic", "tir_bench", "vtc_bench")
+SCORING = ("official", "strict")
 TOOL_MODES = {"on": ("tools",), "none": ("no_tools",), "both": ("tools", "no_tools")}
 
 
@@ -29,12 +31,28 @@ class EvalConfig:
     base_url: str | None = _help("Server URL for --backend openai, e.g. http://127.0.0.1:8000/v1.", default=None)
     api_key_env: str = _help("Environment variable holding the API key for --backend openai.",
                              default="OPENAI_API_KEY")
-    suite: str = _help("'synthetic' (the data_gen tasks on held-out seeds) or a tasks .jsonl file.",
+    suite: str = _help(f"One of {SUITES}, or a tasks .jsonl file. 'synthetic': the data_gen tasks on held-out "
+                       "seeds; the others are the public benchmarks (eval/benchmarks/<name>/README.md).",
                        default="synthetic")
+    data_dir: str | None = _help("A benchmark's data as a local folder (the hub layout, for clusters without hub "
+                                 "access); default: downloaded from the hub.", default=None)
+    revision: str | None = _help("The benchmark dataset's hub revision (commit, tag or branch).", default=None)
+    scoring: str = _help("Benchmark suites: 'official' (the benchmark's own scoring, quirks included) or 'strict' "
+                         "(tirlab's scorers). Both are recorded; this one is the headline.", default="official")
+    prompt_variant: str | None = _help("A benchmark's published prompt variant (vtc_bench: strong, weak, strong_chain, "
+                                       "weak_chain; tir_bench --study function_calling: plain, hint, options).",
+                                       default=None)
+    track: str | None = _help("vtc_bench: 'interface' (the opencv_* tools) or 'code' (model-written Python); "
+                              "tir_bench --study function_calling: 'function' or 'code'.", default=None)
+    study: str | None = _help("tir_bench: 'function_calling', the rotation-game study of the paper's section 4.4.",
+                              default=None)
     tasks: list[str] = _help("Synthetic suite: which data_gen tasks (default: all).", default_factory=list)
     per_task: int = _help("Synthetic suite: samples per task.", default=8)
     difficulty: str = _help("Synthetic suite: easy, medium or hard.", default="medium")
     limit: int | None = _help("Evaluate only the first N tasks of the suite.", default=None)
+    toolset: str | None = _help("The tool set offered in the tools mode (tools/toolsets/), e.g. agentic_mme for "
+                                "fewer schemas than default's 49 (default: the preset's own, else the task's).",
+                                default=None)
     tools: str = _help("'on', 'none' (the same tasks without tools) or 'both' (side by side in one report).",
                        default="on")
     out: str | None = _help("Run directory (default: runs/<model>-<suite>). An existing run with the same "
@@ -45,8 +63,9 @@ class EvalConfig:
     seed: int = _help("Sampling seed (each turn's seed derives from it, the task and the turn).", default=0)
     max_tokens: int | None = _help("Tokens per reply (default: the preset's).", default=None)
     temperature: float | None = _help("Sampling temperature (default: the preset's, greedy).", default=None)
-    top_p: float = _help("Nucleus sampling.", default=1.0)
-    top_k: int = _help("Top-k sampling (0: off).", default=0)
+    top_p: float | None = _help("Nucleus sampling (default: the suite's, else 1).", default=None)
+    top_k: int | None = _help("Top-k sampling (0: off; default: the suite's, else off).", default=None)
+    presence_penalty: float | None = _help("Presence penalty (default: the suite's, else 0).", default=None)
     max_turns: int | None = _help("Model replies per episode (default: the profile's).", default=None)
     max_tool_calls: int | None = _help("Tool calls per episode (default: the profile's).", default=None)
     max_images: int = _help("Images per prompt, inputs and tool outputs (the engine's per-prompt limit).",
@@ -67,9 +86,11 @@ class EvalConfig:
     send_stop: bool = _help("--backend openai: send the protocol's stop strings (transformers serve 5.19 fails "
                             "on them for vision models: --send_stop false).", default=True)
     batch_size: int = _help("--backend hf: prompts per generate call.", default=8)
-    judge_model: str | None = _help("The LLM judge for tasks scored by 'judge': 'same' (the evaluated model's "
-                                    "backend) or a model, served by --judge_base_url or else started in vLLM "
-                                    "after the run.", default=None)
+    judge_model: str | None = _help("The LLM judge (tasks scored by 'judge', TIR-Bench's answer extraction, "
+                                    "VTC-Bench's judge): 'same' (the evaluated model's backend) or a model, served "
+                                    "by --judge_base_url or else started in vLLM after the run.", default=None)
+    judge_retries: int = _help("Attempts per judge request that fails or cannot be read, before its item counts "
+                               "as unscored.", default=3)
     judge_base_url: str | None = _help("OpenAI-compatible server of the judge model.", default=None)
 
     def __post_init__(self):
@@ -82,8 +103,15 @@ class EvalConfig:
             problems.append(f"--tools must be one of {list(TOOL_MODES)}, got {self.tools!r}")
         if self.backend == "openai" and not self.base_url:
             problems.append("--backend openai needs --base_url (e.g. http://127.0.0.1:8000/v1)")
-        if self.suite != "synthetic" and not Path(self.suite).is_file():
-            problems.append(f"--suite must be 'synthetic' or a tasks .jsonl file; {self.suite!r} is neither")
+        if self.suite not in SUITES and not Path(self.suite).is_file():
+            problems.append(f"--suite must be one of {SUITES} or a tasks .jsonl file; {self.suite!r} is neither")
+        if self.toolset is not None:
+            from tools.toolsets import TOOLSETS
+
+            if self.toolset not in TOOLSETS:
+                problems.append(f"--toolset must be one of {sorted(TOOLSETS)}, got {self.toolset!r}")
+        if self.scoring not in SCORING:
+            problems.append(f"--scoring must be one of {SCORING}, got {self.scoring!r}")
         try:
             self.shard_index
         except ValueError as err:
@@ -111,7 +139,11 @@ class EvalConfig:
         return asdict(self)
 
 
+def cache_dir() -> Path:
+    """tirlab's cache: the smoke model, unpacked benchmark images (TIRLAB_CACHE, default ~/.cache/tirlab)."""
+    return Path(os.environ.get("TIRLAB_CACHE", Path.home() / ".cache" / "tirlab"))
+
+
 def smoke_model_dir() -> Path:
     """Where the tiny random-weight smoke model is built (once) and cached."""
-    cache = Path(os.environ.get("TIRLAB_CACHE", Path.home() / ".cache" / "tirlab"))
-    return cache / SMOKE_MODEL
+    return cache_dir() / SMOKE_MODEL

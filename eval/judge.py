@@ -26,6 +26,7 @@ import re
 import string
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -172,10 +173,10 @@ def parse_verdict(reply: str) -> tuple[bool | None, str, str | None]:
 
 class Judge:
     def __init__(self, backend: Backend, sampling: Sampling = Sampling(max_tokens=512, temperature=0.0),
-                 template: JudgeTemplate = DEFAULT_TEMPLATE):
+                 template: JudgeTemplate = DEFAULT_TEMPLATE, retries: int = 1):
         _check_fields("reference", template.reference, {"prediction"}, {"question", "truth"})
         _check_fields("rubric", template.rubric, {"prediction", "criterion"}, {"question", "truth"})
-        self.backend, self.sampling, self.template = backend, sampling, template
+        self.backend, self.sampling, self.template, self.retries = backend, sampling, template, retries
 
     def prompts(self, item: JudgeItem) -> list[Prompt]:
         """One prompt per judgment: the reference check, or one per rubric criterion."""
@@ -187,26 +188,47 @@ class Judge:
                        images=list(item.images)) for text in texts]
 
     def judge_many(self, items: list[JudgeItem]) -> list[Verdict]:
-        """Judge every item: all judgments are submitted at once, then polled until every one is back."""
-        batch, where = uuid.uuid4().hex[:12], {}
-        for i, item in enumerate(items):
-            for j, prompt in enumerate(self.prompts(item)):
-                key = f"judge-{batch}/{i}/{j}"
-                where[key] = (i, j)
-                self.backend.submit(key, prompt, self.sampling)
-        completions: dict[tuple[int, int], Completion] = {}
-        while len(completions) < len(where):
-            finished = self.backend.poll(timeout=None)
-            if not finished and self.backend.in_flight() == 0:  # a backend that dropped requests: say so
-                for spot in where.values():
-                    completions.setdefault(spot, Completion("", error="the backend returned no completion"))
-            for key, completion in finished:
-                if key not in where:
-                    raise RuntimeError(f"the backend returned {key!r}, which this judge did not submit; give the "
-                                       "judge a backend of its own while judge_many runs")
-                completions[where[key]] = completion
+        """Judge every item: all judgments are submitted at once; one that fails or gives no verdict is asked
+        again, up to `retries` attempts in all."""
+        prompts = {(i, j): prompt for i, item in enumerate(items) for j, prompt in enumerate(self.prompts(item))}
+        completions = ask(self.backend, list(prompts), lambda key, attempt: (prompts[key], self.sampling),
+                          self.retries, accept=lambda key, completion: _judgment(completion)[3] is None)
         return [verdict(item, [completions[i, j] for j in range(len(item.rubric or [None]))])
                 for i, item in enumerate(items)]
+
+
+def ask(backend: Backend, keys: list, request: Callable[[object, int], tuple[Prompt, Sampling]], attempts: int = 1,
+        accept: Callable[[object, Completion], bool] = lambda key, completion: completion.error is None) -> dict:
+    """One completion per key: every request is submitted at once (the backend batches them), then the ones
+    that failed or that `accept(key, completion)` refuses are sent again (`request(key, attempt)` may change the prompt or the
+    sampling per attempt), up to `attempts` in all. Returns each key's last completion. The caller needs the
+    backend to itself meanwhile (it would not know where another caller's completions go)."""
+    batch, done, pending = uuid.uuid4().hex[:12], {}, list(keys)
+    for attempt in range(max(1, attempts)):
+        wire = {f"judge-{batch}/{attempt}/{n}": key for n, key in enumerate(pending)}
+        for name, key in wire.items():
+            backend.submit(name, *request(key, attempt))
+        for name, completion in _collect(backend, wire).items():
+            done[wire[name]] = completion
+        pending = [key for key in pending if not accept(key, done[key])]
+        if not pending:
+            break
+    return done
+
+
+def _collect(backend: Backend, wire: dict) -> dict[str, Completion]:
+    completions: dict[str, Completion] = {}
+    while len(completions) < len(wire):
+        finished = backend.poll(timeout=None)
+        if not finished and backend.in_flight() == 0:  # a backend that dropped requests: say so
+            for name in wire:
+                completions.setdefault(name, Completion("", error="the backend returned no completion"))
+        for name, completion in finished:
+            if name not in wire:
+                raise RuntimeError(f"the backend returned {name!r}, which this judge did not submit; give the "
+                                   "judge a backend of its own while it runs")
+            completions[name] = completion
+    return completions
 
 
 def verdict(item: JudgeItem, completions: list[Completion]) -> Verdict:

@@ -43,6 +43,7 @@ class Live:
     follow_ups: int = 0  # scripted user turns sent so far
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    earlier: tuple = ()  # the Finished runs of this task before this one (a suite that reruns answers)
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,15 @@ class Finished:
     completion_tokens: int
     latency_s: float
     error: str | None
+    earlier: tuple["Finished", ...] = ()  # earlier runs of the same task and mode, when the suite reran it
 
 
 class EvalLoop:
     def __init__(self, backend: Backend, profile: ModelProfile, sampling: Sampling,
                  toolbox_for: Callable[[Task, str], ToolBox], budgets_for: Callable[[Task], Budgets] | None = None,
-                 max_active: int = 256, forced: ForcedReplies | None = None, seed: int = 0):
+                 max_active: int = 256, forced: ForcedReplies | None = None, seed: int = 0,
+                 start: Callable[[ToolBox, ModelProfile, Task, str, Budgets], Episode] | None = None,
+                 rerun: Callable[[Finished], bool] | None = None):
         if max_active < 1:
             raise ValueError(f"max_active must be at least 1, got {max_active}")
         if forced is not None and backend.name != "vllm":
@@ -76,6 +80,8 @@ class EvalLoop:
         self.max_active = max_active
         self.forced = forced  # see eval/forcing.py: smoke runs of random-weight models
         self.seed = seed
+        self.start = start or start_episode  # a suite's own first prompt (benchmark templates)
+        self.rerun = rerun  # whether a finished run is run again from the start (a benchmark's own retries)
 
     def run(self, work: Iterable[tuple[Task, str]]) -> Iterator[Finished]:
         """Run (task, mode) pairs; yields each episode as it finishes, in finishing order."""
@@ -106,7 +112,13 @@ class EvalLoop:
                     tool_job, tool_queue = tool_thread.submit(self._run_tools, tool_queue), []
                 for item in finished:
                     live.remove(item)
-                    yield self._finish(item)
+                    done = self._finish(item)
+                    if self.rerun is not None and self.rerun(done):
+                        again = self._start(item.task, item.mode, earlier=(*item.earlier, done))
+                        live.append(again)
+                        self._send(again, waiting)
+                    else:
+                        yield done
                 if not finished and tool_job is None and not tool_queue and not self.backend.in_flight() and live:
                     raise RuntimeError(f"{len(live)} episode(s) wait for nothing: a backend lost a request")
         finally:
@@ -116,18 +128,18 @@ class EvalLoop:
             for item in live:
                 item.episode.close()
 
-    def _start(self, task: Task, mode: str) -> Live:
+    def _start(self, task: Task, mode: str, earlier: tuple = ()) -> Live:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         toolbox = self.toolbox_for(task, mode)
-        episode = toolbox.start(self.profile, task.question, task.images, budgets=self.budgets_for(task),
-                                meta={"task": task.id, "category": task.category, "mode": mode})
-        return Live(task, mode, episode, toolbox, time.perf_counter())
+        episode = self.start(toolbox, self.profile, task, mode, self.budgets_for(task))
+        return Live(task, mode, episode, toolbox, time.perf_counter(), earlier=earlier)
 
     def _send(self, item: Live, waiting: dict[str, Live]) -> None:
         episode = item.episode
         key = f"{episode.turns}:{item.mode}:{item.task.id}"
-        seed = zlib.crc32(f"{self.seed}:{key}".encode())  # reproducible per turn, whatever the batch around it
+        run = f":run{len(item.earlier)}" if item.earlier else ""  # a rerun must not replay the same samples
+        seed = zlib.crc32(f"{self.seed}:{key}{run}".encode())  # reproducible per turn, whatever the batch around it
         script = self.forced.script(episode.trajectory.tools, episode.turns, seed) if self.forced else None
         sampling = replace(self.sampling, seed=seed, script=script)
         waiting[key] = item
@@ -189,7 +201,12 @@ class EvalLoop:
         episode.close()
         return Finished(item.task, item.mode, episode.trajectory, episode.stop_reason.value, episode.answer or "",
                         episode.turns, episode.tool_calls, item.prompt_tokens, item.completion_tokens,
-                        time.perf_counter() - item.started, episode.trajectory.meta.get("error"))
+                        time.perf_counter() - item.started, episode.trajectory.meta.get("error"), item.earlier)
+
+
+def start_episode(toolbox: ToolBox, profile: ModelProfile, task: Task, mode: str, budgets: Budgets) -> Episode:
+    return toolbox.start(profile, task.question, task.images, budgets=budgets,
+                         meta={"task": task.id, "category": task.category, "mode": mode})
 
 
 def toolboxes(profile: ModelProfile) -> Callable[[Task, str], ToolBox]:

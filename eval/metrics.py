@@ -16,6 +16,7 @@ messages carry `tool_calls`, tool messages carry `error` and the indices of the 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -30,8 +31,9 @@ class Call:
 
 def calls(messages: list[dict]) -> list[Call]:
     """The tool calls of a trajectory in order, with the images each read and produced. An `image_index`
-    (or `<name>_index`) argument names an input; without one a call reads the latest image, the default
-    of tirlab's tool sets and of code tools that open the newest file."""
+    (or `<name>_index`) argument names an input, and so does a workspace file path (VTC-Bench's `image` and
+    `template_path`: `.../image_N.png`); without either a call reads the latest image, the default of
+    tirlab's tool sets and of code tools that open the newest file."""
     images = 0
     pending: dict[str, tuple[str, tuple[int, ...]]] = {}
     out = []
@@ -56,17 +58,37 @@ def _reads(arguments, images: int) -> tuple[int, ...]:
     if not isinstance(args, dict):
         return ()
     indices = [v for k, v in args.items() if (k == "image_index" or k.endswith("_index")) and type(v) is int]
-    if "image_index" not in args:
+    files = [int(m.group(1)) for v in _strings(args) if (m := WORKSPACE_FILE.search(v))]
+    if "image_index" not in args and not files:
         indices.append(-1)
-    return tuple(sorted({i if i >= 0 else images + i for i in indices if -images <= i < images}))
+    return tuple(sorted({i if i >= 0 else images + i for i in indices + files if -images <= i < images}))
+
+
+WORKSPACE_FILE = re.compile(r"(?:^|/)image_(\d{1,9})\.png$")  # how path-based tool sets name workspace images
+
+
+def _strings(value) -> list[str]:
+    """Every string in a call's arguments (paths may sit in a nested `param` object)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def effective_calls(chain: list[Call]) -> int:
-    """How many calls lie on the chain that leads to the answer: the last successful call, and
+    """How many calls lie on the chain that leads to the answer (`effective_chain`)."""
+    return len(effective_chain(chain))
+
+
+def effective_chain(chain: list[Call]) -> list[Call]:
+    """The calls on the chain that leads to the answer, in order: the last successful call, and
     recursively every call that produced an image it read."""
     ok = [c for c in chain if c.ok]
     if not ok:
-        return 0
+        return []
     maker = {index: k for k, call in enumerate(ok) for index in call.made}
     used, stack = set(), [len(ok) - 1]
     while stack:
@@ -75,7 +97,7 @@ def effective_calls(chain: list[Call]) -> int:
             continue
         used.add(k)
         stack.extend(maker[i] for i in ok[k].reads if i in maker and maker[i] < k)
-    return len(used)
+    return [ok[k] for k in sorted(used)]
 
 
 def overthink(agent_calls: int, reference_calls: int) -> float:

@@ -20,6 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from eval.metrics import process_metrics
+from eval.suites import suite_tables
 
 MODES = ("tools", "no_tools")
 PLOTS = {"accuracy": "accuracy_per_category.png", "tools": "tool_distribution.png", "turns": "turns_per_episode.png"}
@@ -67,10 +68,11 @@ def _check(records: list[dict]) -> None:
         if missing:
             raise ValueError(f"record {index} lacks {missing}: records must follow the run record schema "
                              "(eval records.jsonl)")
-        key = (record["id"], record["mode"])
+        key = (record["id"], record["mode"], record.get("variant"))
         if key in seen:
             raise ValueError(f"duplicate record: task {key[0]!r} appears twice in mode {key[1]!r}; merge only runs "
-                             "with different tool settings (one with tools, one with --tools none)")
+                             "with different tool settings (one with tools, one with --tools none) or different "
+                             "benchmark variants (tracks, prompts)")
         seen.add(key)
 
 
@@ -129,6 +131,8 @@ def _markdown(summary: dict, records: list[dict], config: dict) -> str:
         lines.append(f"- **{key}**: {_cell(_describe(value))}")
     counts = ", ".join(f"{mode}: {entry['overall']['n']}" for mode, entry in modes.items())
     lines.append(f"- **records**: {len(records)} ({counts})")
+    for key, value in (config.get("protocol") or {}).items():  # a benchmark's protocol, scoring, judge, data
+        lines.append(f"- **{key}**: {_cell(value)}")
     overall = {mode: entry["overall"] for mode, entry in modes.items()}
     lines += ["", "## Headline", ""]
     lines += _table(["mode", "accuracy", "n", "tool-call rate", "success rate", "calls/episode", "chain MAE",
@@ -169,10 +173,29 @@ def _markdown(summary: dict, records: list[dict], config: dict) -> str:
             lines.append(f"\n... and {len(tools) - TOP_TOOLS} more tool names (see summary.json).")
     else:
         lines.append("No tool calls.")
+    lines += _scoring_modes(records)
+    lines += [line for section in suite_tables(config.get("suite"), records, config) for line in ["", *section.split("\n")]]
     lines += ["", "## Plots", ""]
     lines += [f"![{title}](plots/{PLOTS[key]})" for key, title in
               (("accuracy", "accuracy per category"), ("tools", "tool calls per tool"), ("turns", "turns per episode"))]
     return "\n".join([*lines, "", HOW_TO_READ, ""])
+
+
+def _scoring_modes(records: list[dict]) -> list[str]:
+    """Benchmark records carry every scoring mode's score: their accuracies side by side, and how many items
+    the modes score differently."""
+    if not any(r.get("scores") for r in records):
+        return []
+    names = sorted({name for r in records for name in r.get("scores") or {}})
+    rows = []
+    for mode in sorted({r["mode"] for r in records}, key=_mode_order):
+        group = [r for r in records if r["mode"] == mode]  # unscored and skipped items count 0, as in the headline
+        scores = [r.get("scores") or {} for r in group]
+        differ = sum(len({s.get(n) for n in names}) > 1 for s in scores)
+        rows.append([mode, *(_pct(sum(s.get(n) or 0.0 for s in scores) / len(group)) for n in names), differ,
+                     len(group)])
+    return ["", "## Scoring modes", "", *_table(["mode", *names, "items scored differently", "n"], rows),
+            "", "The headline uses the run's `--scoring`; the benchmark's folder README shows where the modes differ."]
 
 
 def _table(header: list, rows: list[list]) -> list[str]:

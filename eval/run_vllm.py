@@ -14,27 +14,32 @@ field of `eval.config.EvalConfig` (`--help` lists them).
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import sys
 import time
-from dataclasses import fields, replace
+from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
 from eval.backends import Sampling
-from eval.config import GPU_DEFAULT_MODEL, SMOKE_MODEL, EvalConfig, smoke_model_dir
+from eval.config import GPU_DEFAULT_MODEL, SMOKE_MODEL, SUITES, EvalConfig, smoke_model_dir
 from eval.forcing import ForcedReplies
-from eval.judge import JUDGE, Judge, JudgeItem
-from eval.loop import EvalLoop, Finished, toolboxes
+from eval.loop import EvalLoop, Finished
 from eval.presets import get_preset, preset_for
 from eval.report import write_report
 from eval.rundir import RunDir, merge
-from eval.scorers import get_scorer
-from eval.suites import Task
+from eval.suites import Suite, Task, load_suite
 from runtime.profiles import Budgets
 
-SMOKE_DEFAULTS = dict(tasks=["rotated_ocr", "rotation_game"], per_task=4, tools="both", force_tool_calls=2,
-                      max_tokens=96, max_images=4, max_pixels=0, max_model_len=4096, dtype="float32", max_active=64)
+SMOKE_DEFAULTS = dict(tools="both", force_tool_calls=2, max_tokens=96, max_images=4, max_pixels=0, max_model_len=4096,
+                      dtype="float32", max_active=64)
+SMOKE_SUITES = {  # what a smoke run of each suite needs besides: a small synthetic suite, a judge, room for schemas
+    "synthetic": dict(tasks=["rotated_ocr", "rotation_game"], per_task=4),
+    # default's 49 schemas outgrow the tiny model; the extraction prompts need more than 4k tokens
+    "tir_bench": dict(judge_model="same", toolset="tir_rotate", max_model_len=16384),
+    "vtc_bench": dict(max_model_len=32768),  # the 35 tool schemas take ~14k tokens of the tiny tokenizer
+}
 SMOKE_BANNER = (f"No --model and no GPU: evaluating '{SMOKE_MODEL}', a tiny RANDOM-WEIGHT model, on a small suite "
                 "through the vLLM CPU engine. Its tool calls are scripted by the harness and its answers are "
                 "noise: this run checks the pipeline, not a model.")
@@ -58,20 +63,35 @@ def parse(argv: list[str]) -> EvalConfig:
 
 
 def _explicit_fields(argv: list[str]) -> set[str]:
+    """The settings the user chose, on the command line or in a --config file: defaults that depend on the
+    machine or the suite never override them."""
     names = {f.name for f in fields(EvalConfig)}
     given = {a[2:].split("=")[0].replace("-", "_") for a in argv if a.startswith("--")}
+    for k, arg in enumerate(argv):
+        path = arg.split("=", 1)[1] if arg.startswith("--config=") else argv[k + 1] if arg == "--config" and k + 1 < len(argv) else None
+        if path:
+            import yaml
+
+            given |= set((yaml.safe_load(Path(path).read_text()) or {}).keys())
     return names & given
+
+
+def _changed_fields(config: EvalConfig) -> set[str]:
+    """Fields set to something other than their default (a config built in code has no command line)."""
+    return {f.name for f in fields(EvalConfig) if getattr(config, f.name) != (
+        f.default if f.default_factory is MISSING else f.default_factory())}
 
 
 def resolve(config: EvalConfig) -> EvalConfig:
     """Fill the defaults that depend on the machine and the model."""
-    explicit = getattr(config, "explicit", set())
+    explicit = getattr(config, "explicit", set()) | _changed_fields(config)
     if config.model is None:
         if _has_gpu():
             config = replace(config, model=GPU_DEFAULT_MODEL)
         else:
-            config = replace(config, model=SMOKE_MODEL,
-                             **{k: v for k, v in SMOKE_DEFAULTS.items() if k not in explicit})
+            smoke = {**SMOKE_DEFAULTS, **SMOKE_SUITES.get(config.suite, {})}
+            config = replace(config, model=SMOKE_MODEL, **{k: v for k, v in smoke.items() if k not in explicit})
+            explicit = explicit | set(smoke)  # the smoke run's settings win over a suite's too
     preset = get_preset(config.preset) if config.preset else preset_for(config.model)
     config = replace(config, preset=preset.name,
                      max_tokens=config.max_tokens or preset.max_tokens,
@@ -79,72 +99,78 @@ def resolve(config: EvalConfig) -> EvalConfig:
                      max_pixels=preset.max_pixels if config.max_pixels is None else config.max_pixels)
     if config.out is None:
         name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(config.model).name.lower())
-        suite = "synthetic" if config.suite == "synthetic" else Path(config.suite).stem
+        suite = config.suite if config.suite in SUITES else Path(config.suite).stem
         config = replace(config, out=str(Path("runs") / f"{name}-{suite}"))
+    config.explicit = explicit
     return config
 
 
-def evaluate(config: EvalConfig) -> list[dict]:
-    """Run (or resume) the evaluation; returns this shard's new records."""
+def evaluate(config: EvalConfig, backend=None) -> list[dict]:
+    """Run (or resume) the evaluation; returns this shard's new records. `backend`: one the caller owns (and
+    closes), instead of the one the configuration names."""
     if config.model == SMOKE_MODEL:
         print(SMOKE_BANNER, flush=True)
+    suite = load_suite(config)
+    config = _with_suite_defaults(config, suite)
+    sampling = Sampling(max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p,
+                        top_k=config.top_k, presence_penalty=config.presence_penalty)
     preset = get_preset(config.preset)
-    profile = preset.profile
-    tasks = _shard(_suite(config), *config.shard_index)
+    profile = suite.profile(replace(preset.profile, toolset=config.toolset) if config.toolset else preset.profile)
+    tasks = _shard(suite.tasks[:config.limit] if config.limit else suite.tasks, *config.shard_index)
     run = RunDir(config.out, config.shard_index)
-    done = run.open(_saved_config(config), overwrite=config.overwrite)
+    done = run.open(_saved_config(config, suite), overwrite=config.overwrite)
+    _record_skipped(suite, config, run, done)
     work = [(task, mode) for task in tasks for mode in config.modes if (task.id, mode) not in done]
     print(f"{config.out}: {len(tasks)} tasks x {len(config.modes)} mode(s); {len(done)} recorded, "
           f"{len(work)} to run", flush=True)
     budgets_for = None
     if config.backend == "reference":
-        from data_gen.sample import REFERENCE_PROFILE, reference_budgets
+        from data_gen.sample import reference_budgets
 
         def budgets_for(task: Task) -> Budgets:
             return reference_budgets(len(task.reference), len(task.images))
 
-        profile = REFERENCE_PROFILE
+        if profile.toolset is None and not profile.code_tool:  # it replays hermes calls to the tasks' own tools
+            from data_gen.sample import REFERENCE_PROFILE
+
+            profile = REFERENCE_PROFILE
     else:  # the engine shows at most max_images per prompt: the episode's budget says so to the model
         budgets = replace(profile.budgets, max_images=config.max_images,
                           **{k: getattr(config, k) for k in ("max_turns", "max_tool_calls") if getattr(config, k)})
         profile = replace(profile, budgets=budgets)
-    judged = [t.id for t in tasks if t.scorer == JUDGE]
-    if judged and not config.judge_model:
-        raise ValueError(f"{len(judged)} task(s), e.g. {judged[0]!r}, are scored by an LLM judge: pass --judge_model "
-                         "('same', or a model with --judge_base_url or run in vLLM)")
-    backend = _backend(config, preset, tasks) if work else None
-    records, to_judge = [], []
+    judge_reason = suite.needs_judge()
+    if judge_reason and not config.judge_model:
+        raise ValueError(f"{judge_reason}: pass --judge_model ('same', or a model with --judge_base_url or run in "
+                         "vLLM)")
+    if config.judge_model == "same" and config.backend == "reference":
+        raise ValueError("--judge_model same needs a model backend; the reference policy cannot judge: name a judge "
+                         "model, or serve one with --judge_base_url")
+    owned = backend is None
+    if owned:
+        backend = _backend(config, preset, tasks) if work else None
+    records = []
     try:
         if work:
-            sampling = Sampling(max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p,
-                                top_k=config.top_k)
             forced = ForcedReplies(config.force_tool_calls) if config.force_tool_calls else None
-            loop = EvalLoop(backend, profile, sampling, toolboxes(profile), budgets_for, config.max_active, forced,
-                            config.seed)
+            loop = EvalLoop(backend, profile, sampling, suite.toolboxes(profile), budgets_for, config.max_active,
+                            forced, config.seed, start=suite.start, rerun=suite.rerun)
             progress = _Progress(len(work))
             for finished in loop.run(work):
-                record = make_record(finished, run, config)
-                if record["scorer"] == JUDGE:  # written once judged: an interrupted run redoes it
-                    to_judge.append((finished.task, record))
-                    continue
+                record = make_record(finished, run, config, suite)
                 run.append(record)
                 records.append(record)
                 progress.update(record)
             progress.close()
-        if to_judge:
-            backend = _judge(config, backend, to_judge)
-            for _, record in to_judge:
-                run.append(record)
-                records.append(record)
+        backend = _judge_stage(config, suite, run, tasks, backend, owned)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {len(done) + len(records)} records are saved in {run.records_path}; run the same "
               "command again to resume", file=sys.stderr)
         raise
     finally:
-        if backend is not None:
+        if backend is not None and owned:
             backend.close()
     if config.shard_index[1] == 1:
-        summary = write_report(run.path, run.records(), _saved_config(config))
+        summary = write_report(run.path, run.records(), _saved_config(config, suite))
         print(f"report: {run.path / 'report.md'}")
         _print_headline(summary)
     else:
@@ -152,63 +178,89 @@ def evaluate(config: EvalConfig) -> list[dict]:
     return records
 
 
-def make_record(finished: Finished, run: RunDir, config: EvalConfig) -> dict:
+def _with_suite_defaults(config: EvalConfig, suite: Suite) -> EvalConfig:
+    """The settings the suite's paper fixes (its sampling, its image budget) where the run chose none; the
+    rest of the sampling settings off. The run directory saves the result."""
+    explicit = getattr(config, "explicit", set())
+    config = replace(config, **{k: v for k, v in suite.defaults(config.model).items() if k not in explicit})
+    config = replace(config, top_p=1.0 if config.top_p is None else config.top_p,
+                     top_k=0 if config.top_k is None else config.top_k,
+                     presence_penalty=0.0 if config.presence_penalty is None else config.presence_penalty)
+    config.explicit = explicit
+    return config
+
+
+def _record_skipped(suite: Suite, config: EvalConfig, run: RunDir, done: set) -> None:
+    """Rows the loader refused are recorded as unscored in every mode (this shard's share of them)."""
+    skipped = _shard(suite.skipped, *config.shard_index)
+    for row in skipped:
+        for mode in config.modes:
+            if (row.id, mode) not in done:
+                run.append({"id": row.id, "category": row.category, "mode": mode, "score": None,
+                            "score_error": f"not run: {row.reason}", "stop_reason": "skipped", "error": row.reason,
+                            "turns": 0, "tool_calls": 0, "model": config.model, "trajectory": None})
+    if skipped:
+        print(f"{len(skipped)} dataset row(s) could not be loaded; each counts as unscored:\n  "
+              + "\n  ".join(f"{row.id}: {row.reason}" for row in skipped[:20])
+              + (f"\n  ... {len(skipped) - 20} more in records.jsonl" if len(skipped) > 20 else ""), flush=True)
+
+
+def make_record(finished: Finished, run: RunDir, config: EvalConfig, suite: Suite) -> dict:
     task = finished.task
-    score, score_error = None, None
-    try:
-        if task.scorer != JUDGE:
-            score = get_scorer(task.scorer)(finished.answer, task.answer)
-    except Exception as err:  # noqa: BLE001 - a scorer that fails on one answer must not stop the run
-        score_error = f"{type(err).__name__}: {err}"
-    return {"id": task.id, "category": task.category, "scorer": task.scorer, "mode": finished.mode,
-            "question": task.question, "truth": task.answer, "prediction": finished.answer, "score": score,
-            "score_error": score_error, "stop_reason": finished.stop_reason, "error": finished.error,
-            "turns": finished.turns, "tool_calls": finished.tool_calls, "reference_calls": task.reference_calls,
-            "prompt_tokens": finished.prompt_tokens, "completion_tokens": finished.completion_tokens,
-            "latency_s": round(finished.latency_s, 3), "model": config.model,
-            "profile": finished.trajectory.meta["profile"],
-            "trajectory": finished.trajectory.to_dict(run.images)}
+    record = {"id": task.id, "category": task.category, "scorer": task.scorer, "mode": finished.mode,
+              "question": task.question, "truth": task.answer, "prediction": finished.answer,
+              "stop_reason": finished.stop_reason, "error": finished.error, "turns": finished.turns,
+              "tool_calls": finished.tool_calls, "reference_calls": task.reference_calls,
+              "prompt_tokens": sum(run.prompt_tokens for run in (*finished.earlier, finished)),
+              "completion_tokens": sum(run.completion_tokens for run in (*finished.earlier, finished)),
+              "latency_s": round(sum(run.latency_s for run in (*finished.earlier, finished)), 3), "model": config.model,
+              "profile": finished.trajectory.meta["profile"],
+              "trajectory": finished.trajectory.to_dict(run.images)}
+    if finished.earlier:  # the benchmark ran the task again; the record is the last run's, the earlier are kept
+        record["earlier_runs"] = [{"stop_reason": e.stop_reason, "answer": e.answer, "turns": e.turns,
+                                   "tool_calls": e.tool_calls, "trajectory": e.trajectory.to_dict(run.images)}
+                                  for e in finished.earlier]
+    record.update(suite.score(task, finished))
+    return record
 
 
-def _judge(config: EvalConfig, backend, to_judge: list[tuple[Task, dict]]):
-    """Score the judge's tasks: on the evaluated model's backend ('same'), a judge server, or a vLLM engine
-    started for the judge (the evaluated model's engine is closed first, to free its memory). Returns the
-    backend the caller must close."""
-    if config.judge_model == "same":
-        judge_backend = backend
+def _judge_stage(config: EvalConfig, suite: Suite, run: RunDir, tasks: list[Task], backend, owned: bool = True):
+    """Let the judge look at this shard's records that wait for it and have no judgment yet (also those of an
+    earlier, interrupted run). Returns the backend the caller must close (if it owns it)."""
+    judged = run.judged()
+    pending = [r for r in run.records() if r.get("judge_pending") and (r["id"], r["mode"]) not in judged]
+    by_id = {task.id: task for task in tasks}
+    items = [(by_id[r["id"]], r) for r in pending if r["id"] in by_id]
+    if not items:
+        return backend
+    if not config.judge_model:
+        return backend  # the suite scores without a judge where it can; the rest stays unscored
+    print(f"judging {len(items)} record(s) with {config.judge_model}", flush=True)
+    if config.judge_model == "same" and backend is not None:
+        judge_backend, started = backend, False
+    elif config.judge_model == "same":  # a resumed run whose episodes were all recorded
+        judge_backend, started = _backend(config, get_preset(config.preset), tasks), True
     elif config.judge_base_url:
         from eval.backends.openai_http import OpenAIHTTPBackend
 
-        judge_backend = OpenAIHTTPBackend(config.judge_base_url, config.judge_model)
+        judge_backend, started = OpenAIHTTPBackend(config.judge_base_url, config.judge_model,
+                                                   api_key=os.environ.get(config.api_key_env)), True
     else:
         from eval.backends.vllm_engine import VLLMEngineBackend
 
-        if backend is not None:
+        if backend is not None and owned:  # free the evaluated model's memory for the judge's engine
             backend.close()
-        backend = judge_backend = VLLMEngineBackend(config.judge_model, max_model_len=config.max_model_len,
-                                                    tensor_parallel_size=config.tensor_parallel_size,
-                                                    gpu_memory_utilization=config.gpu_memory_utilization)
-    items = [JudgeItem(task.question, task.answer, record["prediction"], task.meta.get("rubric"), task.images)
-             for task, record in to_judge]
-    for (_, record), verdict in zip(to_judge, Judge(judge_backend).judge_many(items)):
-        record.update(score=verdict.score, score_error=verdict.error,
-                      judge={"model": config.judge_model, "reply": verdict.raw, "criteria": verdict.items})
-    if judge_backend is not backend:
-        judge_backend.close()
+            backend = None
+        judge_backend, started = VLLMEngineBackend(config.judge_model, max_model_len=config.max_model_len,
+                                                   tensor_parallel_size=config.tensor_parallel_size,
+                                                   gpu_memory_utilization=config.gpu_memory_utilization), True
+    try:
+        for record, fields in suite.judge(items, judge_backend, config.judge_model, config.judge_retries):
+            run.append_judgment(record, fields)
+    finally:
+        if started:
+            judge_backend.close()
     return backend
-
-
-def _suite(config: EvalConfig) -> list[Task]:
-    if config.suite == "synthetic":
-        from data_gen.tasks import TASKS
-        from eval.suites.synthetic import synthetic_suite
-
-        tasks = list(synthetic_suite(config.tasks or tuple(TASKS), config.per_task, config.difficulty))
-    else:
-        from eval.suites.jsonl import jsonl_suite
-
-        tasks = list(jsonl_suite(config.suite))
-    return tasks[:config.limit] if config.limit else tasks
 
 
 def _shard(tasks: list[Task], index: int, count: int) -> list[Task]:
@@ -229,8 +281,6 @@ def _backend(config: EvalConfig, preset, tasks: list[Task]):
                                  gpu_memory_utilization=config.gpu_memory_utilization,
                                  mm_processor_kwargs=processor_kwargs or None)
     if config.backend == "openai":
-        import os
-
         from eval.backends.openai_http import OpenAIHTTPBackend
         from runtime.protocols import OpenAIProtocol
 
@@ -247,9 +297,11 @@ def _backend(config: EvalConfig, preset, tasks: list[Task]):
     from eval.backends.reference import ReferenceBackend
 
     missing = [t.id for t in tasks if t.reference_calls and not t.reference]
+    if missing and len(missing) == len(tasks):
+        raise ValueError(f"--backend reference replays reference calls; none of the {len(tasks)} task(s) has any")
     if missing:
-        raise ValueError(f"--backend reference replays reference calls; {len(missing)} task(s) have none, e.g. "
-                         f"{missing[0]!r}")
+        print(f"{len(missing)} task(s) have a reference chain length but no reference calls (e.g. {missing[0]!r}): "
+              "the reference policy answers them without tools", flush=True)
     return ReferenceBackend(tasks)
 
 
@@ -263,11 +315,12 @@ def _smoke_model() -> Path:
     return directory
 
 
-def _saved_config(config: EvalConfig) -> dict:
+def _saved_config(config: EvalConfig, suite: Suite) -> dict:
     import torch
     import transformers
 
     saved = config.to_dict()
+    saved["protocol"] = suite.describe()
     saved["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__, "vllm": _version("vllm")}
     return saved

@@ -3,12 +3,15 @@
     runs/<name>/
       config.json                  the resolved configuration (and the versions that ran it)
       records.jsonl                one record per (task, mode); records.shard-<i>-of-<n>.jsonl when sharded
+      judgments.jsonl              what an LLM judge later decided about a record (its score fields), by (task, mode)
       images/<hash>.png            every image of every trajectory, stored once
       report.md, summary.json, plots/
 
 A record is written (and flushed to disk) as soon as its episode ends, so an interrupted run loses only
 the episodes in flight; starting it again with the same configuration skips every (task, mode) already
-recorded. A line cut short by a kill is dropped on resume.
+recorded. A line cut short by a kill is dropped on resume. Judgments are kept apart, so a run killed while
+its judge works keeps every episode, and its resumption judges only what has no judgment yet; `records()`
+gives each record with its judgment applied.
 """
 
 from __future__ import annotations
@@ -32,8 +35,15 @@ class RunDir:
 
     @property
     def records_path(self) -> Path:
+        return self._shard_file("records")
+
+    @property
+    def judgments_path(self) -> Path:
+        return self._shard_file("judgments")
+
+    def _shard_file(self, kind: str) -> Path:
         index, count = self.shard
-        return self.path / ("records.jsonl" if count == 1 else f"records.shard-{index}-of-{count}.jsonl")
+        return self.path / (f"{kind}.jsonl" if count == 1 else f"{kind}.shard-{index}-of-{count}.jsonl")
 
     def open(self, config: dict, overwrite: bool = False) -> set[tuple[str, str]]:
         """Create the directory, or check that it holds this same run; returns the (task id, mode) pairs
@@ -47,7 +57,8 @@ class RunDir:
                 raise ValueError(f"{self.path} holds a run with a different configuration ({', '.join(changed)}); "
                                  "resume it with the same settings, choose another --out, or pass --overwrite")
         elif overwrite and self.path.exists():
-            for stale in [*self.path.glob("records*.jsonl"), self.path / "summary.json", self.path / "report.md"]:
+            for stale in [*self.path.glob("records*.jsonl"), *self.path.glob("judgments*.jsonl"),
+                          self.path / "summary.json", self.path / "report.md"]:
                 stale.unlink(missing_ok=True)
         self.images.mkdir(parents=True, exist_ok=True)
         _write_atomic(config_path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
@@ -57,16 +68,30 @@ class RunDir:
         return {(r["id"], r["mode"]) for r in read_records(self.records_path)}
 
     def append(self, record: dict) -> None:
-        line = json.dumps(record, ensure_ascii=False) + "\n"
-        with open(self.records_path, "a", encoding="utf-8") as out:
-            out.write(line)
-            out.flush()
-            os.fsync(out.fileno())
+        _append_line(self.records_path, record)
+
+    def append_judgment(self, record: dict, fields: dict) -> None:
+        """What the judge decided about `record`: fields that replace the record's own when it is read."""
+        _append_line(self.judgments_path, {"id": record["id"], "mode": record["mode"], **fields})
+
+    def judged(self) -> set[tuple[str, str]]:
+        """The (task id, mode) pairs this shard has a judgment for."""
+        if not self.judgments_path.exists():
+            return set()
+        drop_partial_line(self.judgments_path)
+        return {(j["id"], j["mode"]) for j in read_records(self.judgments_path)}
 
     def records(self) -> list[dict]:
-        """Every record of the run, all shards; a (task, mode) recorded twice is an error."""
-        files = sorted(self.path.glob("records*.jsonl"))
-        return unique_records(r for f in files for r in read_records(f))
+        """Every record of the run, all shards, each with its judgment applied; a (task, mode) recorded twice is
+        an error."""
+        records = unique_records(r for f in sorted(self.path.glob("records*.jsonl")) for r in read_records(f))
+        judgments = {(j["id"], j["mode"]): j for f in sorted(self.path.glob("judgments*.jsonl"))
+                     for j in read_records(f)}
+        for record in records:
+            judgment = judgments.get((record["id"], record["mode"]))
+            if judgment is not None:
+                record.update({k: v for k, v in judgment.items() if k not in ("id", "mode")}, judge_pending=False)
+        return records
 
 
 def read_records(path: Path) -> Iterable[dict]:
@@ -106,11 +131,22 @@ def merge(path: str | Path) -> list[dict]:
     if len(counts) != 1 or indices != set(range(next(iter(counts)))):
         found = ", ".join(f.name for f in shards)
         raise ValueError(f"{run.path}: the shards of one split are needed, each once; found {found}")
-    records = unique_records(r for f in shards for r in read_records(f))
-    _write_atomic(run.path / "records.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-    for shard in shards:
-        shard.unlink()
-    return records
+    unique_records(r for f in shards for r in read_records(f))
+    for kind in ("records", "judgments"):
+        files = sorted(run.path.glob(f"{kind}.shard-*-of-*.jsonl"))
+        lines = [r for f in files for r in read_records(f)]
+        if files:
+            _write_atomic(run.path / f"{kind}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines))
+        for shard in files:
+            shard.unlink()
+    return run.records()
+
+
+def _append_line(path: Path, entry: dict) -> None:
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from runtime.protocols import CODE_TOOL
+from tools.toolset import Reply
 
 ANY_IMAGE = re.compile(r"(?i).+\.(png|jpe?g|webp|bmp|tiff?)$")
 TRANSFORMED = re.compile(r"(?i)^transformed_image_(\d+)\.png$")
@@ -52,6 +53,7 @@ class CodeTool:
     question: Callable[[str, CodeContext], str] = lambda question, context: question
     inputs_in_work_dir: bool = False  # the harness reads inputs by bare file name from the working directory
     prelude: str | None = None
+    prepare: Callable[[str], "str | Reply"] | None = None  # the code to run, or the harness's reply without running
 
 
 def _printed(result, saved: list[Saved]) -> str:

@@ -11,6 +11,7 @@ The episode never calls a model or a tool itself, so a driver can batch the gene
 into one engine call and their image tools into one executor call (`run_episodes`). Budgets (turns,
 tool calls, images, context tokens) end it with a recorded stop reason; a malformed completion, an
 unknown tool or a failing call becomes an error observation and the episode goes on.
+A benchmark whose harness says more than tool results brings a `runtime.harness.Harness` on its profile.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from runtime.harness import Nudge
 from runtime.profiles import Budgets, ModelProfile
 from runtime.protocols import Call, Observation, Prompt, Protocol, final_text
-from runtime.trajectory import Trajectory, image, tool_call
+from runtime.protocols.base import reply_text
+from runtime.trajectory import Trajectory, image, text, tool_call
 from tools.images import DEFAULT_MAX_PIXELS, to_array
 
 
@@ -72,15 +75,18 @@ class Episode:
     pending: list[PendingCall] = field(default_factory=list)
     max_pixels: int = DEFAULT_MAX_PIXELS  # the largest image the workspace accepts
     resources: dict = field(default_factory=dict)  # per-episode tool state (sandbox session, ...), see close()
+    harness_state: dict = field(default_factory=dict)  # the profile's harness keeps its counters here
     _scratch: Path | None = None
+    _tools_shown: bool = True
     _out_of_calls: bool = False
 
     @classmethod
     def start(cls, model: ModelProfile | Protocol, question: str, images: Sequence = (), system: str | None = None,
               tools: Sequence[dict] = (), budgets: Budgets | None = None, meta: dict | None = None,
-              max_pixels: int = DEFAULT_MAX_PIXELS) -> "Episode":
+              max_pixels: int = DEFAULT_MAX_PIXELS, scratch: Path | None = None) -> "Episode":
         """A new episode: the images (index 0 = the original) and the question in one user turn. The
-        system prompt and budgets default to the profile's; its question suffix is appended."""
+        system prompt and budgets default to the profile's; its question suffix is appended. `scratch` is
+        the episode's private folder when the caller made it already (the question names files in it)."""
         profile = ModelProfile.of(model)
         trajectory = Trajectory(tools=list(tools), meta={"protocol": profile.protocol.name, "profile": profile.name,
                                                          **(meta or {})})
@@ -89,7 +95,7 @@ class Episode:
         if system:
             trajectory.add("system", system)
         trajectory.add("user", *[image(i) for i in indices], question + profile.question_suffix)
-        return cls(profile, trajectory, budgets or profile.budgets, max_pixels=max_pixels)
+        return cls(profile, trajectory, budgets or profile.budgets, max_pixels=max_pixels, _scratch=scratch)
 
     @property
     def protocol(self) -> Protocol:
@@ -113,21 +119,37 @@ class Episode:
     def prompt(self) -> Prompt:
         self._expect(State.PENDING, State.GENERATING)
         self.state = State.GENERATING
-        return self.protocol.render(self.trajectory)
+        harness = self.profile.harness
+        self._tools_shown = harness is None or harness.offer_tools(self)
+        if self._tools_shown or not self.trajectory.tools:
+            return self.protocol.render(self.trajectory)
+        return self.protocol.render(replace(self.trajectory, tools=[]))
 
     def submit(self, completion: str | dict, prompt_tokens: int | None = None, completion_tokens: int | None = None,
                truncated: bool = False) -> list[PendingCall]:
         """Record the model's reply; returns the calls to run (the episode is then RUNNING_TOOLS) or []."""
         self._expect(State.GENERATING)
         parsed = self.protocol.parse(completion)
+        if not self._tools_shown:  # a call written in a round without tools is only text
+            parsed = replace(parsed, content=reply_text(completion), calls=())
         self.turns += 1
+        if prompt_tokens is not None:
+            self.context_tokens = prompt_tokens + (completion_tokens or 0)
+        harness = self.profile.harness
+        nudge = None if harness is None or truncated else harness.after_reply(self, reply_text(completion),
+                                                                              bool(parsed.calls))
+        if nudge is not None and not nudge.keep_reply:
+            self.trajectory.meta.setdefault("dropped_replies", []).append(reply_text(completion))
+            return self._nudge(nudge)
         ids = self._call_ids(parsed.calls)
         recorded = [tool_call(i, c.name, c.arguments_json()) for i, c in zip(ids, parsed.calls) if c.parsed]
         self.trajectory.add("assistant", parsed.content, **({"tool_calls": recorded} if recorded else {}))
-        if prompt_tokens is not None:
-            self.context_tokens = prompt_tokens + (completion_tokens or 0)
         if truncated:
             return self._finish(Stop.TRUNCATED)
+        if nudge is not None:
+            if parsed.calls:
+                raise EpisodeError("a harness may only nudge after a reply without calls, or drop the reply")
+            return self._nudge(nudge)
         if parsed.answer is not None and (not parsed.calls or self.profile.answer_with_calls == "answer"):
             self.answer = parsed.answer
             return self._finish(Stop.ANSWER)
@@ -151,13 +173,17 @@ class Episode:
         missing = [p.id for p in self.pending if p.id not in results]
         if missing:
             raise EpisodeError(f"no result for call(s) {missing}; every pending call needs an observation")
+        note, stop = self.profile.harness.after_tools(self) if self.profile.harness else ("", False)
         for pending in self.pending:
             observation = results[pending.id]
             tool_call_id = pending.id if pending.call.parsed else None
-            self.trajectory.add("tool", *self.protocol.observation_parts(observation), tool_call_id=tool_call_id,
-                                name=pending.call.name, error=observation.error)
+            parts = self.protocol.observation_parts(observation) + ([text(note)] if note else [])
+            self.trajectory.add("tool", *parts, tool_call_id=tool_call_id, name=pending.call.name,
+                                error=observation.error)
         self.pending = []
-        if self._out_of_calls:
+        if stop:
+            self._finish(Stop.MAX_TURNS)
+        elif self._out_of_calls:
             self._finish(Stop.MAX_TOOL_CALLS)
         elif len(self.trajectory.images) >= self.budgets.max_images:
             self._finish(Stop.MAX_IMAGES)
@@ -204,6 +230,13 @@ class Episode:
             if self._scratch is not None:
                 shutil.rmtree(self._scratch, ignore_errors=True)
                 self._scratch = None
+
+    def _nudge(self, nudge: Nudge) -> list:
+        """The harness's user message, then another turn unless the turn budget is spent."""
+        if self.turns >= self.budgets.max_turns:
+            return self._finish(Stop.MAX_TURNS)
+        self.trajectory.add("user", nudge.text)
+        return []
 
     def _call_ids(self, calls) -> list[str]:
         """Unique ids in this episode: a server's own id is kept unless it is missing or already used."""

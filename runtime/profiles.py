@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from runtime.harness import Harness
 from runtime.protocols import CodeProtocol, HermesProtocol, OpenAIProtocol, Protocol
 from tools.registry import get_op
 from tools.toolset import Invocation
@@ -115,6 +116,7 @@ class ModelProfile:
     code_tool: str | None = None  # the code-tool interface (runtime.code_tools), if the model writes code
     budgets: Budgets = field(default_factory=Budgets)
     answer_with_calls: str = "answer"  # a reply with both an answer and calls: "answer" ends it, "calls" runs them
+    harness: Harness | None = None  # a benchmark's own loop (notes, nudges, rounds without tools), if any
 
     def __post_init__(self):
         if self.answer_with_calls not in ("answer", "calls"):

@@ -128,7 +128,7 @@ def build_model(kind: str, directory, seed: int = 0) -> Path:
     eos, pad = tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")
     # head_dim 32: the smallest head size vLLM's CPU attention supports; mrope sections sum to head_dim / 2
     text = dict(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096, eos_token_id=eos,
+                num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32768, eos_token_id=eos,
                 bos_token_id=None, pad_token_id=pad, tie_word_embeddings=True,
                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6]})
     if kind == "qwen2_5_vl":

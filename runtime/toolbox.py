@@ -1,17 +1,21 @@
 """The tools an episode can call, and how its calls run: image tools through `tools/` (the calls of
-many episodes batched into one executor call, so a GPU sees one launch per op), code tools in the
-sandbox (episodes in parallel, each episode's cells in order). Every failure becomes an error
-observation for the model; nothing a model writes can raise out of `ToolBox.run`."""
+many episodes batched into one executor call, so a GPU sees one launch per op), tools that reproduce
+a benchmark's own code one call at a time in call order (reading and writing the episode's images as
+files), code tools in the sandbox (episodes in parallel, each episode's cells in order). Every failure
+becomes an error observation for the model; nothing a model writes can raise out of `ToolBox.run`."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from PIL import Image
@@ -23,7 +27,7 @@ from runtime.protocols import Observation, Protocol
 from tools.executor import Executor
 from tools.images import DEFAULT_MAX_PIXELS, to_array
 from tools.registry import ToolError
-from tools.toolset import ToolSet, execute
+from tools.toolset import Reply, ToolSet, execute
 from tools.toolsets import get_toolset
 
 SCRATCH_IMAGE = re.compile(r"^image_(\d{1,9})\.png$")
@@ -53,25 +57,37 @@ class ToolBox:
         code_tools = [get_code_tool(profile.code_tool)] if profile.code_tool else []
         return cls(profile.toolset, code_tools, sandbox=sandbox, **kwargs)
 
-    def start(self, model: ModelProfile | Protocol, question: str, images: Sequence, system: str | None = None,
-              budgets: Budgets | None = None, meta: dict | None = None) -> Episode:
+    def start(self, model: ModelProfile | Protocol, question: str | Callable[[list[Path]], str], images: Sequence,
+              system: str | None = None, budgets: Budgets | None = None, meta: dict | None = None) -> Episode:
         """A new episode with these tools (see `Episode.start`): a sandbox session is opened for code tools
-        (the question and schemas may name its paths) and the tool schemas go into the trajectory."""
+        (the question and schemas may name its paths) and the tool schemas go into the trajectory. A benchmark
+        whose prompt names the image's file gives `question` as a function of the images' paths as its tools
+        see them: the sandbox's inputs for code tools, else files in the episode's scratch folder."""
         arrays = [to_array(picture, self.max_pixels) for picture in images]
         if self.code_tools and not arrays:
             raise ValueError("code tools hand the task's image to the code: give at least one image")
-        context = session = None
+        context = session = scratch = None
         if self.code_tools:
             session, context = self._open_session(arrays)
         try:
+            if callable(question):
+                if context is not None:
+                    paths = list(context.inputs)
+                else:
+                    scratch = Path(tempfile.mkdtemp(prefix="tirlab-episode-"))
+                    paths = [_write(scratch / f"image_{i}.png", array) for i, array in enumerate(arrays)]
+                question = question(paths)
             for tool in self.code_tools.values():
                 question = tool.question(question, context)
             schemas = list(self.toolset.schemas()) if self.toolset else []
             schemas += [tool.schema(context) for tool in self.code_tools.values() if tool.schema]
-            episode = Episode.start(model, question, arrays, system, schemas, budgets, meta, self.max_pixels)
+            episode = Episode.start(model, question, arrays, system, schemas, budgets, meta, self.max_pixels,
+                                    scratch=scratch)
         except BaseException:
             if session is not None:
                 session.close()
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             raise
         if session is not None:
             episode.resources["sandbox"] = session
@@ -80,7 +96,7 @@ class ToolBox:
     def run(self, episodes: Sequence[Episode]) -> None:
         """Run the pending calls of these episodes (all RUNNING_TOOLS) and hand each its observations."""
         results: dict[int, dict[str, Observation]] = {id(e): {} for e in episodes}
-        image_jobs, code_jobs = [], {}
+        image_jobs, code_jobs, direct_jobs = [], {}, []
         for episode in episodes:
             for pending in episode.pending:
                 call, out = pending.call, results[id(episode)]
@@ -90,6 +106,8 @@ class ToolBox:
                     code_jobs.setdefault(id(episode), (episode, []))[1].append((pending, self.code_tools[call.name]))
                 elif self.toolset is None:
                     out[pending.id] = _error(f"unknown tool {call.name!r}: no tools are available")
+                elif self.toolset.runs(call.name):
+                    direct_jobs.append((episode, pending))
                 else:
                     try:
                         invocation = episode.profile.boxes.apply(self.toolset.translate(call.name, call.arguments))
@@ -98,6 +116,7 @@ class ToolBox:
                         image_jobs.append((episode, pending, replace(invocation, extra_images=extras), source))
                     except Exception as err:  # noqa: BLE001 - whatever a model's arguments do, it is an observation
                         out[pending.id] = _error(str(err) if isinstance(err, ToolError) else f"{type(err).__name__}: {err}")
+        self._run_direct(direct_jobs, results)
         self._run_images(image_jobs, results)
         if code_jobs:
             with ThreadPoolExecutor(max_workers=min(len(code_jobs), MAX_CODE_THREADS)) as pool:
@@ -110,21 +129,29 @@ class ToolBox:
         if not jobs:
             return
         outputs = execute(self.executor, [(invocation, source) for _, _, invocation, source in jobs])
-        for (episode, pending, invocation, _), output in zip(jobs, outputs):
+        for (episode, pending, _, _), output in zip(jobs, outputs):
             if not output.ok:
                 results[id(episode)][pending.id] = _error(output.error)
                 continue
             indices, text = (), json.dumps(output.data, ensure_ascii=False, default=_plain) if output.data else ""
             if output.image is not None:
                 try:
-                    index = episode.add_image(output.image)
+                    indices = (episode.add_image(output.image),)
                 except Exception as err:  # noqa: BLE001 - e.g. a result over the episode's max_pixels
                     results[id(episode)][pending.id] = _error(str(err))
                     continue
-                indices = (index,)
-                if isinstance(invocation.image, str):  # a path-based tool set: the result is a file too
-                    text = f"Saved to {self.image_path(episode, index)}" + (f"\n{text}" if text else "")
             results[id(episode)][pending.id] = Observation(text, indices)
+
+    def _run_direct(self, jobs, results) -> None:
+        """Tools that run a benchmark's own code: one call at a time, each episode's calls in order."""
+        for episode, pending in jobs:
+            files = _EpisodeFiles(self, episode)
+            try:
+                reply = self.toolset.run(pending.call.name, pending.call.arguments, files)
+            except Exception as err:  # noqa: BLE001 - e.g. a result over the episode's max_pixels
+                results[id(episode)][pending.id] = _error(str(err) if isinstance(err, ToolError) else f"{type(err).__name__}: {err}")
+                continue
+            results[id(episode)][pending.id] = Observation(reply.text, tuple(files.saved), error=reply.error)
 
     def _run_code(self, job) -> tuple[Episode, dict[str, Observation]]:
         episode, calls = job
@@ -132,6 +159,11 @@ class ToolBox:
         observations = {}
         for pending, tool in calls:
             code = pending.call.arguments.get("code")
+            if isinstance(code, str) and tool.prepare is not None:
+                code = tool.prepare(code)
+            if isinstance(code, Reply):  # the harness answers without running it (e.g. a refused command)
+                observations[pending.id] = Observation(code.text, error=code.error)
+                continue
             if not isinstance(code, str) or not code.strip():
                 observations[pending.id] = _error("the 'code' argument must be a non-empty string of Python code")
                 continue
@@ -174,15 +206,8 @@ class ToolBox:
         return session, context
 
     def _resolve(self, episode: Episode, ref):
-        """A tool set's image reference -> a workspace image: an index (negative from the end) or, for
-        tool sets that pass files, the path of a workspace image file."""
+        """A tool set's image reference (a workspace index, negative from the end) -> a workspace image."""
         count = len(episode.workspace)
-        if isinstance(ref, str):
-            match = SCRATCH_IMAGE.match(Path(ref).name)
-            if not match or int(match.group(1)) >= count or Path(ref).parent != episode.scratch:
-                raise ToolError(f"image {ref!r} does not exist; use a path of an earlier image, e.g. "
-                                f"{self.image_path(episode, count - 1)}")
-            return episode.workspace[int(match.group(1))]
         if isinstance(ref, int) and not isinstance(ref, bool) and -count <= ref < count:
             return episode.workspace[ref]
         raise ToolError(f"image index {ref!r} does not exist; the workspace has images 0 to {count - 1} "
@@ -191,13 +216,46 @@ class ToolBox:
     def image_path(self, episode: Episode, index: int) -> Path:
         """A workspace image as a file in the episode's scratch folder (tool sets that pass paths)."""
         path = episode.scratch / f"image_{index}.png"
-        if not path.exists():
-            Image.fromarray(episode.workspace[index]).save(path)
-        return path
+        return path if path.exists() else _write(path, episode.workspace[index])
+
+
+class _EpisodeFiles:
+    """`ImageFiles` over an episode: its workspace images are the files `ToolBox.image_path` writes."""
+
+    def __init__(self, toolbox: ToolBox, episode: Episode):
+        self._toolbox, self._episode = toolbox, episode
+        self.saved: list[int] = []  # workspace indices added during the call
+
+    @property
+    def original(self) -> str:
+        return str(self._toolbox.image_path(self._episode, 0)) if self._episode.workspace else ""
+
+    def read(self, path: str) -> np.ndarray:
+        """Any absolute spelling of a workspace image file's path, as the file system resolves it."""
+        try:
+            real = os.path.realpath(path) if os.path.isabs(path) else ""
+        except ValueError:  # e.g. a NUL byte: no such file
+            real = ""
+        folder, name = os.path.split(real)
+        match = SCRATCH_IMAGE.match(name)
+        index = int(match.group(1)) if match else -1
+        if name != f"image_{index}.png" or index >= len(self._episode.workspace) or folder != os.path.realpath(self._episode.scratch):
+            raise FileNotFoundError(path)
+        return self._episode.workspace[index]
+
+    def save(self, image: np.ndarray) -> str:
+        index = self._episode.add_image(image)
+        self.saved.append(index)
+        return str(self._toolbox.image_path(self._episode, index))
 
 
 def _error(message: str) -> Observation:
     return Observation(f"Error: {message}", error=True)
+
+
+def _write(path: Path, array: np.ndarray) -> Path:
+    Image.fromarray(array).save(path)
+    return path
 
 
 def _png(array: np.ndarray) -> bytes:

@@ -1,21 +1,27 @@
-"""Tool sets: what a model sees. A tool set exposes published tool names and parameters and translates
-each call into steps on the shared ops, so fidelity to a benchmark never duplicates a kernel.
+"""Tool sets: what a model sees. A tool set exposes published tool names and parameters, and each tool
+runs in one of two ways.
 
-`ToolSet.translate(name, arguments)` validates a model's call against the published parameters and
-returns an `Invocation`: the op steps to run and which image(s) they read. Image references are
-workspace indices (0 = the original, each tool image appends, negative counts from the end) or, for
-interfaces that pass files (VTC-Bench), path strings; the agent runtime resolves them. `execute` runs
-many invocations together, batching step k of every invocation into one executor call.
+- `translate`: the call becomes steps on the shared ops. `ToolSet.translate(name, arguments)` validates
+  a model's call against the published parameters and returns an `Invocation`: the op steps to run and
+  which image(s) they read, as workspace indices (0 = the original, each tool image appends, negative
+  counts from the end) that the agent runtime resolves. `execute` runs many invocations together,
+  batching step k of every invocation into one executor call: on a GPU this is where batching lives.
+- `run`: the tool reproduces a benchmark's own tool code, whose pixels, accept/reject verdicts and
+  reply text are the contract (VTC-Bench). `Tool.run(arguments, files)` runs the reference's OpenCV
+  calls on CPU, one call at a time, reading and writing images through `ImageFiles`, and returns the
+  `Reply` the benchmark's tool would give.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
 
 from tools.executor import Executor, ToolCall, ToolResult
-from tools.registry import Param, ToolArgumentError, UnknownToolError, bind_args, function_schema, get_op
+from tools.registry import Param, ToolArgumentError, ToolError, UnknownToolError, bind_args, function_schema, get_op
 
 ORIGINAL = 0
 LATEST = -1
@@ -37,10 +43,39 @@ class Invocation:
 
 
 @dataclass(frozen=True)
+class Reply:
+    """A tool's reply exactly as the benchmark's tool writes it. `error` marks a failed call for our
+    metrics only; the text is all the model sees."""
+
+    text: str
+    error: bool = False
+
+
+class ImageFiles(Protocol):
+    """The episode's images as the files a path-passing tool reads and writes."""
+
+    original: str  # absolute path of the task's first image (error hints name it)
+
+    def read(self, path: str) -> np.ndarray:
+        """The image at `path`, as the file decodes: RGB uint8 (H, W, 3), or (H, W) where the workspace
+        holds a gray image. FileNotFoundError for anything the episode does not have as a file."""
+
+    def save(self, image: np.ndarray) -> str:
+        """Add an RGB uint8 image to the episode; its absolute path."""
+
+
+@dataclass(frozen=True)
 class Tool:
+    """A published tool: exactly one of `translate` (op steps) and `run` (the benchmark's code)."""
+
     name: str
     schema: dict  # OpenAI function format, exactly as the model sees it
-    translate: Callable[[dict], Invocation]
+    translate: Callable[[dict], Invocation] | None = None
+    run: Callable[[dict | str, ImageFiles], Reply] | None = None
+
+    def __post_init__(self):
+        if (self.translate is None) == (self.run is None):
+            raise ValueError(f"tool {self.name!r} needs exactly one of translate and run")
 
 
 @dataclass(frozen=True)
@@ -48,6 +83,8 @@ class ToolSet:
     name: str
     doc: str
     tools: tuple[Tool, ...]
+    # The benchmark's own reply to a tool name it does not define; None: an UnknownToolError.
+    unknown: Callable[[str], Reply] | None = None
 
     def schemas(self) -> list[dict]:
         return [tool.schema for tool in self.tools]
@@ -68,7 +105,27 @@ class ToolSet:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as err:
                 raise ToolArgumentError(name, None, f"arguments are not valid JSON ({err.msg} at position {err.pos})") from None
-        return self.tool(name).translate(arguments)
+        tool = self.tool(name)
+        if tool.translate is None:
+            raise ToolError(f"{name} runs the benchmark's own code: call it with ToolSet.run")
+        return tool.translate(arguments)
+
+    def runs(self, name: str) -> bool:
+        """Whether a call of `name` goes through `run`: a tool with its own code, or a name this set
+        answers itself because the benchmark has a reply for unknown tools."""
+        if name not in self.names():
+            return self.unknown is not None
+        return self.tool(name).run is not None
+
+    def run(self, name: str, arguments: dict | str, files: ImageFiles) -> Reply:
+        """A call of a tool that runs the benchmark's code (arguments as a dict or a JSON string), or of
+        a name the set does not define where the benchmark answers those itself: the reply the model sees."""
+        if name not in self.names() and self.unknown is not None:
+            return self.unknown(name)
+        tool = self.tool(name)
+        if tool.run is None:
+            raise ToolError(f"{name} is made of op steps: call it with ToolSet.translate")
+        return tool.run(arguments, files)
 
 
 def flat_tool(
@@ -86,7 +143,7 @@ def flat_tool(
         bound = bind_args(name, params, arguments)
         return Invocation(name, tuple(steps(bound)), image(bound))
 
-    return Tool(name, schema or function_schema(name, doc, params), translate)
+    return Tool(name, schema or function_schema(name, doc, params), translate=translate)
 
 
 def op_step(op: str, /, **args) -> Step:

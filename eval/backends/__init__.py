@@ -33,6 +33,7 @@ class Sampling:
     top_p: float = 1.0
     top_k: int = 0  # 0: off
     repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0  # OpenAI's: subtracted from the logit of every token already generated
     seed: int | None = None  # per request; the harness derives one per episode and turn
     regex: str | None = None  # structured outputs: the reply must match (vLLM engines and servers only)
     script: tuple | None = None  # a forced reply (eval/forcing.py; the vLLM engine backend only)

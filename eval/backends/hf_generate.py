@@ -38,6 +38,9 @@ class HFGenerateBackend:
         if sampling.regex:
             return [(key, Completion("", error="structured outputs (a reply regex) need a vLLM backend"))
                     for key, *_ in batch]
+        if sampling.presence_penalty:
+            return [(key, Completion("", error="HF generate has no presence penalty: use the vllm or openai backend, "
+                                               "or run with --presence_penalty 0")) for key, *_ in batch]
         try:
             return self._generate(batch, sampling)
         except Exception as err:  # noqa: BLE001 - e.g. out of memory: these requests fail, the run goes on

@@ -15,7 +15,8 @@ What goes on the wire:
   protocol wrote them; `tools` when the prompt has them;
 - `stop`: the first 4 of the prompt's stop strings (OpenAI's limit). Servers strip the one that ended a
   reply; the protocols handle that;
-- `max_tokens`, `temperature`, `top_p`, `seed`; `top_k`, `repetition_penalty` and `Sampling.regex` (as
+- `max_tokens`, `temperature`, `top_p`, `seed`, `presence_penalty` (when not 0); `top_k`, `repetition_penalty`
+  and `Sampling.regex` (as
   `structured_outputs: {"regex": ...}`) are vLLM extensions, sent only when not at their defaults, because
   strict servers (`transformers serve`, OpenAI) refuse fields they do not know;
 - `prompt.continue_final_message` sends vLLM's `continue_final_message: true, add_generation_prompt: false`.
@@ -154,6 +155,7 @@ class OpenAIHTTPBackend:
             "stop": list(prompt.stop[:MAX_STOP]) if prompt.stop and self.send_stop else None,
             "top_k": sampling.top_k if sampling.top_k > 0 else None,
             "repetition_penalty": sampling.repetition_penalty if sampling.repetition_penalty != 1.0 else None,
+            "presence_penalty": sampling.presence_penalty or None,
             "structured_outputs": {"regex": sampling.regex} if sampling.regex is not None else None,
         }
         body.update({k: v for k, v in optional.items() if v is not None})

@@ -268,6 +268,7 @@ class VLLMEngineBackend:
 
         structured = StructuredOutputsParams(regex=sampling.regex) if sampling.regex else None
         return SamplingParams(max_tokens=sampling.max_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
-                              top_k=sampling.top_k, repetition_penalty=sampling.repetition_penalty, seed=sampling.seed,
+                              top_k=sampling.top_k, repetition_penalty=sampling.repetition_penalty,
+                              presence_penalty=sampling.presence_penalty, seed=sampling.seed,
                               stop=list(stop), structured_outputs=structured,
                               output_kind=RequestOutputKind.FINAL_ONLY)

@@ -1,17 +1,30 @@
-"""Evaluation suites: where the tasks come from. A suite yields `Task`s; the harness runs each one as an
-episode and scores its final answer with the task's scorer (`eval.scorers`).
+"""Evaluation suites: where the tasks come from, and what a run of them needs besides the model.
 
 - `synthetic`: the `data_gen/` tasks, generated from seeds on the fly (the default suite);
 - `jsonl`: the user's own tasks, one JSON object per line with image files beside it (format in
-  `eval/suites/jsonl.py` and the README).
-The public benchmarks become suites of their own here, each with its tool set and prompts.
+  `eval/suites/jsonl.py` and the README);
+- the public benchmarks, one folder each in `eval/benchmarks/` (`tir_bench`, `vtc_bench`): their data, their
+  published protocol and their official scoring.
+
+A `Suite` holds the tasks and the hooks where a benchmark's protocol differs from tirlab's defaults: the
+prompt and budgets (`profile`, `start`), the sampling its paper used (`sampling`), its tools (`toolboxes`),
+how an episode is scored (`score`, then `judge` for what needs an LLM) and its paper-layout tables
+(`tables`). The synthetic and JSONL suites use every default.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from eval.backends import Backend
+    from eval.loop import Finished
+    from runtime.episode import Episode
+    from runtime.profiles import Budgets, ModelProfile
+    from runtime.toolbox import ToolBox
 
 
 @dataclass(frozen=True)
@@ -27,10 +40,130 @@ class Task:
     question: str
     images: tuple[np.ndarray, ...]  # uint8 RGB, in the order the question refers to them
     answer: str  # the ground truth, in the scorer's format
-    scorer: str  # a name in eval.scorers
+    scorer: str  # a name in eval.scorers (or the benchmark's own scoring, for benchmark suites)
     category: str = "default"  # reports break accuracy down by it
     toolset: str = "default"  # the tool set the task was made for (a model profile may bring its own)
     reference_calls: int | None = None  # length of a reference tool chain, for chain-length MAE / overthink
     reference: tuple[dict, ...] = ()  # the reference calls themselves, {"name", "arguments"}, when known
     follow_ups: tuple[FollowUp, ...] = ()
     meta: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A dataset row the loader could not turn into a task. It still counts: the run records it as unscored
+    in every mode, so a denominator never silently shrinks."""
+    id: str
+    category: str
+    reason: str  # names the file, the row and the field
+
+
+class Suite:
+    """A suite with tirlab's own protocol: the tasks' questions as they are, the preset's prompts and
+    sampling, and each answer scored by its task's scorer (`judge` tasks by the LLM judge)."""
+
+    name = "tasks"
+
+    def __init__(self, tasks: list[Task], skipped: list[Skipped] = ()):
+        self.tasks = list(tasks)
+        self.skipped = list(skipped)
+
+    def describe(self) -> dict:
+        """What the report states about the suite's protocol: dataset, prompt variant, scoring, judge."""
+        return {}
+
+    def profile(self, profile: ModelProfile) -> ModelProfile:
+        """The model's profile with the suite's prompts, tools and budgets."""
+        return profile
+
+    def defaults(self, model: str) -> dict:
+        """Run settings the suite's paper fixes for `model` (sampling, image budget: EvalConfig fields); a
+        setting the user gives wins."""
+        return {}
+
+    def toolboxes(self, profile: ModelProfile) -> Callable[[Task, str], ToolBox]:
+        from eval.loop import toolboxes
+
+        return toolboxes(profile)
+
+    def start(self, toolbox: ToolBox, profile: ModelProfile, task: Task, mode: str, budgets: Budgets) -> Episode:
+        """The episode of a task: its first prompt."""
+        from eval.loop import start_episode
+
+        return start_episode(toolbox, profile, task, mode, budgets)
+
+    def rerun(self, finished: Finished) -> bool:
+        """Whether the benchmark's own harness would run this task again from the start (the new run gets the
+        earlier ones in `Finished.earlier`)."""
+        return False
+
+    def score(self, task: Task, finished: Finished) -> dict:
+        """Record fields from an episode: `score` (None: not scored, `score_error` says why), and
+        `judge_pending` when an LLM must still look at it (`judge`)."""
+        from eval.judge import JUDGE
+        from eval.scorers import get_scorer
+
+        if task.scorer == JUDGE:
+            return {"score": None, "score_error": "not judged yet", "judge_pending": True}
+        try:
+            return {"score": get_scorer(task.scorer)(finished.answer, task.answer), "score_error": None}
+        except Exception as err:  # noqa: BLE001 - a scorer that fails on one answer must not stop the run
+            return {"score": None, "score_error": f"{type(err).__name__}: {err}"}
+
+    def needs_judge(self) -> str | None:
+        """Why this suite needs an LLM judge (an error then asks for --judge_model), or None."""
+        from eval.judge import JUDGE
+
+        judged = [t.id for t in self.tasks if t.scorer == JUDGE]
+        if judged:
+            return f"{len(judged)} task(s), e.g. {judged[0]!r}, are scored by an LLM judge"
+        return None
+
+    def judge(self, items: list[tuple[Task, dict]], backend: Backend, judge_name: str,
+              retries: int) -> Iterator[tuple[dict, dict]]:
+        """Judge the records waiting for it; yields (record, fields to update it with) as verdicts arrive."""
+        from eval.judge import Judge, JudgeItem
+
+        judged = Judge(backend, retries=retries).judge_many(
+            [JudgeItem(task.question, task.answer, record["prediction"], task.meta.get("rubric"), task.images)
+             for task, record in items])
+        for (_, record), verdict in zip(items, judged):
+            yield record, {"score": verdict.score, "score_error": verdict.error,
+                           "judge": {"model": judge_name, "reply": verdict.raw, "criteria": verdict.items}}
+
+    @staticmethod
+    def tables(records: list[dict], config: dict) -> list[str]:
+        """Markdown sections in the suite's paper layout, for the report (from records alone, so `run_vllm.py
+        report` can write them again without the data)."""
+        return []
+
+
+def suite_class(name: str | None) -> type[Suite]:
+    if name == "tir_bench":
+        from eval.benchmarks.tir_bench import TirBench
+
+        return TirBench
+    if name == "vtc_bench":
+        from eval.benchmarks.vtc_bench import VtcBench
+
+        return VtcBench
+    return Suite
+
+
+def suite_tables(name: str | None, records: list[dict], config: dict) -> list[str]:
+    """The paper-layout sections of a suite's report."""
+    return suite_class(name).tables(records, config)
+
+
+def load_suite(config) -> Suite:
+    """The suite a run names: 'synthetic', a benchmark, or a tasks .jsonl file."""
+    if config.suite == "synthetic":
+        from data_gen.tasks import TASKS
+        from eval.suites.synthetic import synthetic_suite
+
+        return Suite(list(synthetic_suite(config.tasks or tuple(TASKS), config.per_task, config.difficulty)))
+    if config.suite in ("tir_bench", "vtc_bench"):
+        return suite_class(config.suite).from_config(config)
+    from eval.suites.jsonl import jsonl_suite
+
+    return Suite(list(jsonl_suite(config.suite)))

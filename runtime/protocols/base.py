@@ -64,6 +64,7 @@ class Protocol:
     name: str = ""
     stop: tuple[str, ...] = ()
     max_calls_per_turn: int | None = None  # calls beyond it are answered with an error, not run
+    images_first: bool = True  # a tool message shows its images before its text (Qwen's tool turns), or after
 
     def render(self, trajectory: Trajectory) -> Prompt:
         raise NotImplementedError
@@ -72,9 +73,11 @@ class Protocol:
         raise NotImplementedError
 
     def observation_parts(self, observation: Observation) -> list[dict]:
-        """Canonical content of a tool message: images first, then text (as Qwen's tool turns show them)."""
-        return [{"type": "image", "image": i} for i in observation.images] + (
-            [text(observation.text)] if observation.text else [])
+        """Canonical content of a tool message: images first, then text (as Qwen's tool turns show them),
+        or the other way round where a benchmark's harness writes the text first."""
+        images = [{"type": "image", "image": i} for i in observation.images]
+        words = [text(observation.text)] if observation.text else []
+        return images + words if self.images_first else words + images
 
 
 def reply_text(completion) -> str:

@@ -87,7 +87,7 @@ def test_no_tools_mode_shows_no_tools_and_answers_in_one_turn(tiny_engine, tasks
 
 
 def test_a_prompt_over_the_context_ends_that_episode_only(tiny_engine, tasks):
-    long_task = Task("long", "word " * 6000, tasks[0].images, "x", "text_match")
+    long_task = Task("long", "word " * 40000, tasks[0].images, "x", "text_match")
     loop = EvalLoop(tiny_engine, PROFILE, Sampling(max_tokens=16), toolboxes(PROFILE))
     finished = {f.task.id: f for f in loop.run([(long_task, "tools"), (tasks[0], "tools")])}
     assert finished["long"].stop_reason == "error" and "vLLM refused" in finished["long"].error

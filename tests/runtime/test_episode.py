@@ -145,14 +145,25 @@ def test_path_based_tool_set_reads_and_writes_workspace_files():
         {"id": "a", "type": "function", "function": {"name": "opencv_flip", "arguments": json.dumps(
             {"image": original, "param": {"flip_code": 1}})}},
         {"id": "b", "type": "function", "function": {"name": "opencv_flip", "arguments": json.dumps(
-            {"image": "/etc/passwd", "param": {}})}},
+            {"image": "/etc/passwd", "param": {}})}},  # a file outside the episode is never opened
+        {"id": "c", "type": "function", "function": {"name": "opencv_sharpen", "arguments": "{}"}},
     ]})
     toolbox.run([episode])
-    flipped, missing = [m for m in episode.trajectory.messages if m["role"] == "tool"]
-    assert flipped["tool_call_id"] == "a" and "Saved to" in flipped["content"][-1]["text"]
-    assert "does not exist" in missing["content"][-1]["text"]
-    saved = flipped["content"][-1]["text"].split("Saved to ")[1].split("\n")[0]
-    assert saved.endswith("image_1.png")
+    flipped, missing, unknown = [m for m in episode.trajectory.messages if m["role"] == "tool"]
+    saved = str(episode.scratch / "image_1.png")
+    assert flipped["tool_call_id"] == "a" and flipped["content"][-1]["text"] == f"Flipped image horizontal.\n\nEdited Image Path: {saved}"
+    np.testing.assert_array_equal(episode.workspace[1], episode.workspace[0][:, ::-1])
+    assert missing["content"][-1]["text"] == ("Failed to run OpenCV operation 'flip':\nUnable to load image from input: /etc/passwd...\n\n"
+                                              "**Action Required**: Please call this tool again with absolute image path\n"
+                                              f" Set the 'image' parameter to: {original}")
+    assert unknown["content"][-1]["text"] == "Tool opencv_sharpen does not exists."
+    assert [m["error"] for m in (flipped, missing, unknown)] == [False, True, True]
+    episode.prompt()
+    episode.submit({"content": "", "tool_calls": [  # the saved file is a workspace file: the next call reads it
+        {"id": "d", "type": "function", "function": {"name": "opencv_flip", "arguments": json.dumps(
+            {"image": saved, "param": {"direction": "Vertical"}})}}]})
+    toolbox.run([episode])
+    np.testing.assert_array_equal(episode.workspace[2], episode.workspace[0][::-1, ::-1])
     episode.close()
 
 

@@ -1,16 +1,19 @@
 """Every tool of every published tool set runs end to end, and the semantics each benchmark's reference
-implementation defines (rotation direction, color order, box units, bounds) hold."""
+implementation defines (rotation direction, color order, box units, bounds) hold. VTC-Bench's tools are
+checked case by case against the benchmark's own code in test_vtc_bench_reference.py."""
 
 import cv2
 import numpy as np
 import pytest
 
+from tests.tools.helpers import MemoryFiles
 from tools import Executor
 from tools.images import demo_image, to_array
 from tools.toolset import execute
 from tools.toolsets import TOOLSETS
 
 IMAGE = demo_image(48, 64, seed=11)
+PATH, TEMPLATE_PATH = "/task/image.png", "/task/template.png"
 VTC_EXAMPLES = {
     "opencv_resize": {"width": 40, "height": 30}, "opencv_rotate": {"angle": 30}, "opencv_translate": {"direction": "left", "distance": 5},
     "opencv_flip": {"direction": "vertical"}, "opencv_crop": {"x": 5, "y": 5, "width": 20, "height": 10},
@@ -25,7 +28,7 @@ VTC_EXAMPLES = {
     "opencv_approx_poly": {"epsilon_ratio": 0.05}, "opencv_connected_components_with_stats": {"threshold_mode": "binary"},
     "opencv_hough_lines": {"threshold": 10, "minLineLength": 5}, "opencv_hough_circles": {"minRadius": 3, "param2": 10},
     "opencv_watershed": {}, "opencv_grabcut": {"preset": "tight"}, "opencv_floodfill": {"x": 3, "y": 3, "newVal": [0, 0, 255]},
-    "opencv_features": {"method": "fast"}, "opencv_template_match": {"template_path": "TEMPLATE"}, "opencv_dft": {},
+    "opencv_features": {"method": "fast"}, "opencv_template_match": {"template_path": TEMPLATE_PATH}, "opencv_dft": {},
     "opencv_draw_line": {"x1": 0, "y1": 10, "x2": 63, "y2": 10, "color": [255, 0, 0]},
     "opencv_draw_circle": {"x": 30, "y": 20, "radius": 8, "thickness": -1},
 }
@@ -43,41 +46,59 @@ VTB_EXAMPLES = {
 }
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("vtc")
-    image, template = folder / "image.png", folder / "template.png"
-    cv2.imwrite(str(image), cv2.cvtColor(IMAGE, cv2.COLOR_RGB2BGR))
-    cv2.imwrite(str(template), cv2.cvtColor(IMAGE[10:20, 15:30], cv2.COLOR_RGB2BGR))
-    return {"IMAGE": str(image), "TEMPLATE": str(template)}
-
-
-def run(toolset, name, arguments, image=IMAGE, files=None):
+def run(toolset, name, arguments, image=IMAGE):
     invocation = TOOLSETS[toolset].translate(name, arguments)
     (result,) = execute(Executor("opencv"), [(invocation, image)], resolve=to_array)
     return invocation, result
 
 
-@pytest.mark.parametrize("toolset,examples", [("vtc_bench", VTC_EXAMPLES), ("agentic_mme", AGENTIC_EXAMPLES), ("visualtoolbench", VTB_EXAMPLES)])
-def test_every_tool_runs(toolset, examples, files):
+def vtc(name, param):
+    """A VTC-Bench call on IMAGE (at PATH): the reply and the image it saved, if any."""
+    files = MemoryFiles({PATH: IMAGE, TEMPLATE_PATH: IMAGE[10:20, 15:30]}, original=PATH)
+    reply = TOOLSETS["vtc_bench"].run(name, {"image": PATH, "param": param}, files)
+    return reply, files.saved[0] if files.saved else None
+
+
+@pytest.mark.parametrize("toolset,examples", [("agentic_mme", AGENTIC_EXAMPLES), ("visualtoolbench", VTB_EXAMPLES)])
+def test_every_tool_runs(toolset, examples):
     assert sorted(examples) == sorted(TOOLSETS[toolset].names()), "every tool needs an example here"
     for name, param in examples.items():
-        if toolset == "vtc_bench":
-            param = {k: files.get(v, v) if isinstance(v, str) else v for k, v in param.items()}
-            arguments = {"image": files["IMAGE"], "param": param}
-        else:
-            arguments = {"image_index": 0, **param}
-        invocation, result = run(toolset, name, arguments)
+        invocation, result = run(toolset, name, {"image_index": 0, **param})
         assert result.ok, f"{toolset}.{name}: {result.error}"
         assert result.image is not None or result.data, f"{toolset}.{name} produced nothing"
 
 
-def test_vtc_rotate_is_clockwise_with_integer_angle():
-    inv, res = run("vtc_bench", "opencv_rotate", {"image": "x.png", "param": {"angle": 90.9}})
-    np.testing.assert_array_equal(res.image, np.rot90(IMAGE, -1))
-    assert inv.image == "x.png"
-    _, zero = run("vtc_bench", "opencv_rotate", {"image": "x.png", "param": '{"angle": 0.5}'})
-    np.testing.assert_array_equal(zero.image, IMAGE)  # int(0.5) == 0: the reference returns the input
+def test_every_vtc_tool_runs_and_replies_with_the_saved_path():
+    assert sorted(VTC_EXAMPLES) == sorted(TOOLSETS["vtc_bench"].names()), "every tool needs an example here"
+    for name, param in VTC_EXAMPLES.items():
+        reply, image = vtc(name, param)
+        assert not reply.error, f"{name}: {reply.text}"
+        assert image is not None and image.dtype == np.uint8 and image.shape[2] == 3, name
+        assert reply.text.endswith("\n\nEdited Image Path: /episode/image_2.png"), reply.text
+
+
+def test_vtc_rotate_is_clockwise_about_w2_h2_with_integer_angle():
+    _, rotated = vtc("opencv_rotate", {"angle": 90.9})
+    quarter = np.rot90(IMAGE, -1)  # clockwise; the pivot (w/2, h/2) moves it one pixel right
+    assert rotated.shape == quarter.shape
+    np.testing.assert_array_equal(rotated[:, 1:], quarter[:, :-1])
+    assert not rotated[:, 0].any()
+    reply, same = vtc("opencv_rotate", {"angle": 0.5})
+    assert reply.text.startswith("No rotation applied (angle=0).")  # int(0.5) == 0: the input, saved again
+    np.testing.assert_array_equal(same, IMAGE)
+
+
+def test_vtc_colors_are_bgr():
+    _, drawn = vtc("opencv_draw_line", {"x1": 0, "y1": 10, "x2": 63, "y2": 10, "color": [255, 0, 0], "thickness": 1})
+    assert tuple(drawn[10, 30]) == (0, 0, 255)  # BGR blue is RGB (0, 0, 255)
+
+
+def test_vtc_crop_rejects_regions_outside_the_image():
+    reply, nothing = vtc("opencv_crop", {"x": 50, "y": 0, "width": 20, "height": 10})
+    assert reply.error and nothing is None
+    assert reply.text.startswith("Failed to run OpenCV operation 'crop':\nCrop region exceeds image bounds. Image size: 64x48")
+    _, cropped = vtc("opencv_crop", {"x": 50, "y": 0, "width": 14, "height": 10})
+    np.testing.assert_array_equal(cropped, IMAGE[0:10, 50:64])
 
 
 def test_agentic_rotate_is_counterclockwise_and_nearest():
@@ -88,16 +109,7 @@ def test_agentic_rotate_is_counterclockwise_and_nearest():
     assert set(np.unique(res30.image)) <= set(np.unique(IMAGE)) | {0}  # nearest neighbour invents no new values
 
 
-def test_vtc_colors_are_bgr():
-    _, res = run("vtc_bench", "opencv_draw_line", {"image": "x", "param": {"x1": 0, "y1": 10, "x2": 63, "y2": 10, "color": [255, 0, 0], "thickness": 1}})
-    assert tuple(res.image[10, 30]) == (0, 0, 255)  # BGR blue is RGB (0, 0, 255)
-
-
-def test_vtc_crop_rejects_out_of_bounds_and_agentic_clamps():
-    _, res = run("vtc_bench", "opencv_crop", {"image": "x", "param": {"x": 50, "y": 0, "width": 20, "height": 10}})
-    assert not res.ok and "outside" in res.error
-    _, ok = run("vtc_bench", "opencv_crop", {"image": "x", "param": {"x": 50, "y": 0, "width": 14, "height": 10}})
-    np.testing.assert_array_equal(ok.image, IMAGE[0:10, 50:64])
+def test_agentic_crop_clamps():
     _, clamped = run("agentic_mme", "crop", {"image_index": 0, "bbox_2d": [750, 750, 1500, -20]})
     np.testing.assert_array_equal(clamped.image, IMAGE[0:36, 48:64])  # swapped, truncated, clamped
 
@@ -116,23 +128,24 @@ def test_agentic_enhance_without_factors_returns_the_image_unchanged():
 
 
 def test_vtc_hsv_is_shown_as_its_file_shows_it():
-    _, res = run("vtc_bench", "opencv_colorspace_hsv", {"image": "x"})
-    hsv = cv2.cvtColor(IMAGE, cv2.COLOR_RGB2HSV)
-    np.testing.assert_array_equal(res.image, hsv[:, :, ::-1])
+    _, shown = vtc("opencv_colorspace_hsv", {})
+    np.testing.assert_array_equal(shown, cv2.cvtColor(IMAGE, cv2.COLOR_RGB2HSV)[:, :, ::-1])  # saved as if it were BGR
 
 
-def test_vtc_template_path_becomes_an_extra_image(files):
-    inv = TOOLSETS["vtc_bench"].translate("opencv_template_match", {"image": files["IMAGE"], "param": {"template_path": files["TEMPLATE"], "method": "ccoeff"}})
-    assert inv.extra_images == {"template": files["TEMPLATE"]}
-    (res,) = execute(Executor("opencv"), [(inv, to_array(files["IMAGE"]))], resolve=to_array)
-    assert res.ok and res.data
+def test_vtc_template_path_is_read_from_the_episode_files():
+    reply, boxed = vtc("opencv_template_match", {"template_path": TEMPLATE_PATH, "method": "ccoeff"})
+    assert '"top_left": {"x": 15, "y": 10}' in reply.text and boxed is not None
+    reply, _ = vtc("opencv_template_match", {"template_path": "/elsewhere/t.png"})
+    assert reply.error and "Unable to load image from input: /elsewhere/t.png..." in reply.text
+    assert reply.text.endswith(f"Set the 'image' parameter to: {PATH}")
 
 
 def test_published_argument_errors_name_the_parameter():
-    with pytest.raises(ValueError, match="preset"):
-        TOOLSETS["vtc_bench"].translate("opencv_resize", {"image": "x", "param": {"preset": "triple"}})
-    with pytest.raises(ValueError, match="image"):
-        TOOLSETS["vtc_bench"].translate("opencv_flip", {"param": {}})
+    reply, _ = vtc("opencv_resize", {"width": 9, "height": 9, "preset": "triple"})
+    assert reply.error and "resize preset must be one of: half, double." in reply.text
+    reply = TOOLSETS["vtc_bench"].run("opencv_flip", {"param": {}}, MemoryFiles({}))
+    assert reply.error and reply.text.startswith("An error occurred when calling tool `opencv_flip`:\n"
+                                                 "ValidationError: 'image' is a required property")
     with pytest.raises(ValueError, match="bbox_2d"):
         TOOLSETS["agentic_mme"].translate("crop", {"image_index": 0})
     with pytest.raises(ValueError, match="image_index"):

@@ -1,6 +1,6 @@
-"""Tool sets: the default set mirrors the registry, translate() parses and validates model calls, the
-DeepEyes and TIR-Bench reconstructions keep their published semantics, and execute() runs multi-step
-invocations with per-job error isolation."""
+"""Tool sets: the default set mirrors the registry, translate() parses and validates model calls, tools
+that run a benchmark's own code go through run(), the DeepEyes and TIR-Bench reconstructions keep their
+published semantics, and execute() runs multi-step invocations with per-job error isolation."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ import json
 import numpy as np
 import pytest
 
+from tests.tools.helpers import MemoryFiles, registered
 from tools import REGISTRY, Executor
 from tools.images import demo_image
 from tools.registry import Op, Param, ToolArgumentError, ToolError, UnknownToolError
-from tools.toolset import LATEST, ORIGINAL, Invocation, Step, execute
+from tools.toolset import LATEST, ORIGINAL, Invocation, Reply, Step, Tool, execute
 from tools.toolsets import TOOLSETS, get_toolset
-
-from tests.tools.helpers import registered
 
 DEFAULT = TOOLSETS["default"]
 DEEPEYES = TOOLSETS["deepeyes"]
@@ -122,6 +121,32 @@ def test_unknown_toolset():
         get_toolset("nope")
     for name in TOOLSETS:
         assert name in str(info.value)
+
+
+# -- tools that run a benchmark's own code ------------------------------------------------------------------------
+VTC = TOOLSETS["vtc_bench"]
+
+
+def test_a_tool_runs_one_way():
+    with pytest.raises(ValueError, match="exactly one"):
+        Tool("neither", {})
+    with pytest.raises(ValueError, match="exactly one"):
+        Tool("both", {}, translate=lambda arguments: None, run=lambda arguments, files: Reply(""))
+
+
+def test_run_and_translate_each_take_their_own_tools():
+    assert VTC.runs("opencv_flip") and not DEFAULT.runs("flip")
+    with pytest.raises(ToolError, match="ToolSet.run"):
+        VTC.translate("opencv_flip", {"image": "x"})
+    with pytest.raises(ToolError, match="ToolSet.translate"):
+        DEFAULT.run("flip", {}, MemoryFiles({}))
+
+
+def test_unknown_names_get_the_benchmarks_own_reply_where_it_has_one():
+    assert VTC.runs("no_such_tool") and not DEFAULT.runs("no_such_tool")
+    assert VTC.run("no_such_tool", {}, MemoryFiles({})) == Reply("Tool no_such_tool does not exists.", error=True)
+    with pytest.raises(UnknownToolError, match="no_such_tool"):
+        DEFAULT.run("no_such_tool", {}, MemoryFiles({}))
 
 
 # -- deepeyes: image_zoom_in_tool ------------------------------------------------------------------------------

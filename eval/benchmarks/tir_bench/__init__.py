@@ -1,0 +1,130 @@
+"""TIR-Bench (arXiv 2511.01833, github.com/agents-x-project/TIR-Bench) as a suite: 1,215 items over 13 tasks,
+the dataset's own prompts, greedy decoding with 2,048 new tokens (the paper's appendix E), answers extracted
+by an LLM with the repository's per-task few-shot prompts (OCR is scored on the raw response), then scored
+as its `calculate_score.py` scores them. `--study function_calling` runs the section 4.4 study instead.
+README.md in this folder explains the protocol, the official and strict scoring and the reference vectors.
+"""
+
+from __future__ import annotations
+
+from eval.backends import Sampling
+from eval.benchmarks.data import keep, wanted
+from eval.benchmarks.tir_bench import data, function_calling, tables
+from eval.benchmarks.tir_bench.extraction import EXTRACTION_MODEL, extraction_messages
+from eval.benchmarks.tir_bench.scoring import UnscorableItem, score_item, strict_score
+from eval.scorers import extract_answer
+from eval.suites import Suite
+from runtime.protocols import Prompt, final_text
+
+MAX_NEW_TOKENS = 2048  # appendix E: greedy, max new tokens 2048 for the open models
+EXTRACTION_SAMPLING = Sampling(max_tokens=1024, temperature=0.0)
+NO_JUDGE = "none"  # --judge_model none: answers read without an LLM (not comparable with the paper)
+
+
+class TirBench(Suite):
+    name = "tir_bench"
+
+    def __init__(self, tasks, skipped, dataset: str, scoring: str, judge: str | None, study: str | None = None,
+                 track: str | None = None, variant: str | None = None):
+        super().__init__(tasks, skipped)
+        self.dataset, self.scoring, self.judge_model = dataset, scoring, judge
+        self.study, self.track, self.variant = study, track, variant
+
+    @classmethod
+    def from_config(cls, config) -> "TirBench":
+        if config.study not in (None, "function_calling"):
+            raise ValueError(f"unknown --study {config.study!r} for tir_bench; the paper's study is 'function_calling'")
+        track = variant = None
+        if config.study:
+            track, variant = config.track or "function", config.prompt_variant or "plain"
+            function_calling.prompts(track, variant)  # an unknown track or variant fails here, before loading
+        elif config.track or config.prompt_variant:
+            raise ValueError("--track and --prompt_variant select a cell of tir_bench's --study function_calling; "
+                             "the main benchmark has one protocol")
+        categories = {"rotation_game"} if config.study else wanted(config.tasks, data.TASKS, "TIR-Bench task")
+        tasks, skipped, dataset = data.load(config.data_dir, config.revision)
+        return cls(*keep(tasks, skipped, categories), dataset, config.scoring, config.judge_model, config.study, track,
+                   variant)
+
+    @property
+    def variant_name(self) -> str | None:
+        return f"{self.track}/{self.variant}" if self.study else None
+
+    def describe(self) -> dict:
+        described = {
+            "benchmark": "TIR-Bench (arXiv 2511.01833)",
+            "dataset": self.dataset,
+            "protocol": "the dataset's prompts and images; greedy decoding, 2048 new tokens (paper appendix E)",
+            "scoring": f"{self.scoring} (official: calculate_score.py of agents-x-project/TIR-Bench@f79c756; "
+                       "strict: tirlab's scorers)",
+            "answer extraction": (f"{self.judge_model} with the repository's few-shot prompts (the repository uses "
+                                  f"{EXTRACTION_MODEL})" if self.judge_model not in (None, NO_JUDGE) else
+                                  "none: the <answer> tag or the whole reply, not the benchmark's LLM extraction "
+                                  "(not comparable with the paper)"),
+        }
+        if self.study:
+            described["study"] = (f"function calling (section 4.4): track {self.track}, prompt {self.variant}")
+        return described
+
+    def defaults(self, model: str) -> dict:
+        return {"temperature": 0.0, "max_tokens": MAX_NEW_TOKENS}
+
+    def profile(self, profile):
+        if self.study:
+            return function_calling.study_profile(profile, self.track, self.variant)
+        return profile
+
+    def needs_judge(self) -> str | None:
+        if any(t.category != "ocr" for t in self.tasks):
+            return ("TIR-Bench's scoring first extracts each answer with an LLM (gpt-4.1 in its repository); "
+                    "choose the extractor with --judge_model, or --judge_model none to read answers without one "
+                    "(not comparable with the paper)")
+        return None
+
+    def score(self, task, finished) -> dict:
+        response = final_text(finished.trajectory)
+        fields = {"response": response, "variant": self.variant_name}
+        if task.category == "ocr":  # scored on the raw response, never extracted
+            return {**fields, **self._scored(_item(task, response, None))}
+        if self.judge_model == NO_JUDGE:
+            extracted = extract_answer(response)
+            return {**fields, "extracted": extracted, **self._scored(_item(task, response, extracted))}
+        return {**fields, "score": None, "score_error": "the answer is not extracted yet", "judge_pending": True}
+
+    def judge(self, items, backend, judge_name: str, retries: int):
+        from eval.judge import ask
+
+        prompts = {index: Prompt(extraction_messages(task.category, task.question, record["response"]), images=[])
+                   for index, (task, record) in enumerate(items)}
+        completions = ask(backend, list(prompts), lambda key, attempt: (prompts[key], EXTRACTION_SAMPLING), retries)
+        for index, (task, record) in enumerate(items):
+            completion = completions[index]
+            judge = {"model": judge_name, "reply": completion.reply if isinstance(completion.reply, str) else ""}
+            if completion.error:
+                yield record, {"score": None, "scores": None, "judge": judge,
+                               "score_error": f"answer extraction failed after {retries} attempt(s): {completion.error}"}
+                continue
+            extracted = judge["reply"]
+            yield record, {"extracted": extracted, "judge": judge,
+                           **self._scored(_item(task, record["response"], extracted))}
+
+    def _scored(self, item: dict) -> dict:
+        """Both scoring modes of one item, and the run's --scoring as its score."""
+        scores, errors = {}, {}
+        for mode, scorer in (("official", score_item), ("strict", strict_score)):
+            try:
+                scores[mode] = float(scorer(item))
+            except UnscorableItem as err:
+                scores[mode], errors[mode] = None, f"{mode} scoring cannot score this item: {err}"
+        return {"score": scores[self.scoring], "scores": scores, "score_error": errors.get(self.scoring)}
+
+    @staticmethod
+    def tables(records: list[dict], config: dict) -> list[str]:
+        return tables.sections(records, config)
+
+
+def _item(task, response: str, extracted: str | None) -> dict:
+    """The record in the repository's own result format, as `calculate_score.py` reads it."""
+    row = task.meta["row"]
+    return {**row, "model_response": response, "extracted_answer": extracted, "question_id": row.get("id")}
+

@@ -1,0 +1,211 @@
+"""VTC-Bench (arXiv 2603.15030, github.com/cs-w0r1d/VTC-Bench) as a suite: 680 problems in 9 categories and 3
+tiers, run as the benchmark's Qwen-Agent harness runs them: its system prompt (strong or weak) and user
+template (with the ground-truth tool chain as a hint, or without), the 35 `opencv_*` tools reproduced to the
+pixel (interface track) or model-written Python in the sandbox (code track), its 20-round loop with its notes
+and nudges, and the paper's sampling for open models; then its own scoring (rule-based matching, and an LLM
+judge for what the rules reject). README.md in this folder explains each part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from eval.backends import Sampling
+from eval.benchmarks.data import keep, wanted
+from eval.benchmarks.vtc_bench import data, scoring, tables
+from eval.benchmarks.vtc_bench.harness import MAX_ROUNDS, QwenAgentLoop, protocol_texts
+from eval.suites import Suite
+from runtime.profiles import QWEN_STOP, Budgets
+from runtime.protocols import HermesProtocol, OpenAIProtocol, Prompt
+from runtime.protocols.base import reply_text
+from runtime.trajectory import message_text
+
+VARIANTS = ("strong", "weak", "strong_chain", "weak_chain")
+TRACKS = ("interface", "code")
+# appendix 0.A: the sampling of open models (seed: the harness seeds each request from the run's --seed)
+SAMPLING = {"instruct": {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5, "max_tokens": 16384},
+            "thinking": {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "presence_penalty": 0.0, "max_tokens": 40960}}
+MAX_IMAGES = 32  # the original, up to 20 rounds of tool images and room for several calls in a round
+
+
+class VtcBench(Suite):
+    name = "vtc_bench"
+
+    def __init__(self, tasks, skipped, dataset: str, scoring_mode: str, judge: str | None,
+                 track: str = "interface", variant: str = "strong"):
+        super().__init__(tasks, skipped)
+        self.dataset, self.scoring, self.judge_model = dataset, scoring_mode, judge
+        self.track, self.variant = track, variant
+        self.texts = protocol_texts()
+
+    @classmethod
+    def from_config(cls, config) -> "VtcBench":
+        track, variant = config.track or "interface", config.prompt_variant or "strong"
+        if track not in TRACKS:
+            raise ValueError(f"unknown --track {track!r} for vtc_bench; use one of {TRACKS}")
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown --prompt_variant {variant!r} for vtc_bench; use one of {VARIANTS}")
+        if config.study:
+            raise ValueError("--study belongs to tir_bench; vtc_bench's variants are --track and --prompt_variant")
+        if config.toolset:
+            raise ValueError("vtc_bench offers its own tools (the opencv_* set, or code with --track code); "
+                             "drop --toolset")
+        categories = wanted(config.tasks, data.CATEGORIES, "VTC-Bench category")
+        tasks, skipped, dataset = data.load(config.data_dir, config.revision)
+        return cls(*keep(tasks, skipped, categories), dataset, config.scoring, config.judge_model, track, variant)
+
+    def describe(self) -> dict:
+        return {
+            "benchmark": "VTC-Bench (arXiv 2603.15030)",
+            "dataset": self.dataset,
+            "protocol": (f"{self.track} track, {self.variant.replace('_chain', '')} system prompt, "
+                         f"{'with' if self.variant.endswith('_chain') else 'without'} the ground-truth tool chain "
+                         "in the prompt; Qwen-Agent's 20-round loop; the paper's sampling for open models"),
+            "scoring": f"{self.scoring} (official: VLMEvalKit's VTCBenchDataset in cs-w0r1d/VTC-Bench@93a33a4; "
+                       "strict: tirlab's scorers)",
+            "judge": (f"{self.judge_model} for the answers the rules reject (the paper names GPT-4o; the script's "
+                      f"default is {scoring.JUDGE_MODEL})" if self.judge_model else
+                      "none: rule-based matching only (the reference's fallback without an API key)"),
+        }
+
+    def defaults(self, model: str) -> dict:
+        return {**SAMPLING["thinking" if "thinking" in model.lower() else "instruct"], "max_images": MAX_IMAGES}
+
+    def profile(self, profile):
+        protocol = profile.protocol
+        if isinstance(protocol, OpenAIProtocol):
+            protocol = replace(protocol, images_first=False)
+        else:  # hermes through the model's own format; DeepEyes' zoom-only tool prompt and Thyme's code do not apply
+            hermes = protocol if isinstance(protocol, HermesProtocol) else HermesProtocol(stop=QWEN_STOP)
+            protocol = HermesProtocol(name="hermes-vtc", tools_in=hermes.tools_in, stop=hermes.stop, images_first=False)
+        system = self.texts["system_weak" if self.variant.startswith("weak") else "system_strong"]
+        return replace(profile, protocol=protocol, system_prompt=system, question_suffix="",
+                       toolset="vtc_bench" if self.track == "interface" else None, code_tool=None,
+                       budgets=Budgets(max_turns=MAX_ROUNDS, max_tool_calls=10 * MAX_ROUNDS, max_images=MAX_IMAGES),
+                       answer_with_calls="calls", harness=QwenAgentLoop())
+
+    def toolboxes(self, profile):
+        from runtime.toolbox import ToolBox
+
+        boxes: dict = {}
+
+        def toolbox_for(task, mode):
+            if mode not in boxes:
+                if mode == "no_tools":
+                    boxes[mode] = ToolBox(None)
+                elif self.track == "code":
+                    from eval.benchmarks.vtc_bench.code_track import CODE_INTERPRETER, SANDBOX_CONFIG
+                    from runtime.sandbox import SandboxPool
+
+                    boxes[mode] = ToolBox(None, code_tools=[CODE_INTERPRETER], sandbox=SandboxPool(SANDBOX_CONFIG))
+                else:
+                    boxes[mode] = ToolBox("vtc_bench")
+            return boxes[mode]
+
+        return toolbox_for
+
+    def start(self, toolbox, profile, task, mode, budgets):
+        if mode == "no_tools":  # the direct baseline: the same prompts, one reply, no tools
+            profile = replace(profile, harness=None)
+        template = self.texts["user_with_chain" if self.variant.endswith("_chain") else "user"]
+        question = _with_options(task.question, task.meta["options"])
+        width, height = task.meta["image_size"]
+        chain = task.meta["row"].get("model_tools_gt") or ""
+
+        def prompt(paths) -> str:
+            fields = {"question": question, "image_path": str(paths[0]), "image_size": f"{width}x{height}"}
+            return template.format(**fields, **({"reference_trajectory": chain} if "_chain" in self.variant else {}))
+
+        return toolbox.start(profile, prompt, task.images, budgets=budgets,
+                             meta={"task": task.id, "category": task.category, "mode": mode})
+
+    def rerun(self, finished) -> bool:
+        """process_single_item runs an item again (3 runs in all) while its answer is empty or refuses."""
+        runs = 1 + len(finished.earlier)
+        return runs < scoring.AGENT_RUNS and scoring.answer_needs_rerun(_answer(finished)[1])
+
+    def score(self, task, finished) -> dict:
+        text, prediction = _answer(finished)
+        row = {**task.meta["row"], "prediction": prediction}
+        rule = scoring.rule_score(row)
+        scores = {"official": rule if rule >= 0.5 or not self.judge_model else None, "strict": scoring.strict_score(row)}
+        fields = {"response": text, "prediction": prediction, "rule_score": rule, "scores": scores,
+                  "variant": f"{self.track}/{self.variant}", "chain": _chain_fields(finished.trajectory.messages)}
+        if scores["official"] is None:  # the judge looks at what the rules reject
+            return {**fields, "score": scores["strict"] if self.scoring == "strict" else None,
+                    "score_error": "not judged yet", "judge_pending": True}
+        return {**fields, "score": scores[self.scoring], "score_error": None}
+
+    def judge(self, items, backend, judge_name: str, retries: int):
+        """The benchmark's judge as VTCBench_auxeval asks it through VLMEvalKit's wrapper: up to 5 attempts per
+        answer, each at a higher temperature, and within an attempt up to 5 sends while a request fails or comes
+        back empty (the run's --judge_retries does not apply)."""
+        from eval.judge import ask
+
+        rows = {k: {**task.meta["row"], "prediction": record["prediction"]} for k, (task, record) in enumerate(items)}
+        where = {key: [0, 0] for key in rows}  # key -> [attempt, send within the attempt]
+        replies, verdicts, pending = {}, {}, list(rows)
+        while pending:
+            def request(key, _):
+                sent = scoring.judge_request(rows[key], where[key][0], judge_name)
+                return Prompt(sent["messages"], images=[]), Sampling(max_tokens=sent["max_tokens"],
+                                                                     temperature=sent["temperature"])
+
+            completions, still = ask(backend, pending, request), []
+            for key in pending:
+                completion = completions[key]
+                reply = None if completion.error else reply_text(completion.reply)
+                attempt, sends = where[key]
+                if scoring.judge_request_failed(reply) and sends + 1 < scoring.JUDGE_REQUEST_TRIES:
+                    where[key][1] += 1
+                    still.append(key)
+                    continue
+                replies[key] = scoring.JUDGE_FAILED if scoring.judge_request_failed(reply) else reply
+                verdicts[key] = scoring.judge_hit(rows[key], replies[key])
+                if verdicts[key] is None and attempt + 1 < scoring.JUDGE_ATTEMPTS:
+                    where[key] = [attempt + 1, 0]
+                    still.append(key)
+            pending = still
+        for key, (task, record) in enumerate(items):
+            hit = verdicts[key]
+            scores = {**record["scores"], "official": None if hit is None else float(hit)}
+            error = None if hit is not None else (f"the judge gave no verdict in {scoring.JUDGE_ATTEMPTS} attempts "
+                                                  "(the benchmark counts the answer wrong)")
+            yield record, {"score": scores[self.scoring], "scores": scores, "score_error": error,
+                           "judge": {"model": judge_name, "reply": replies[key]}}
+
+    @staticmethod
+    def tables(records: list[dict], config: dict) -> list[str]:
+        return tables.sections(records, config)
+
+
+def _with_options(question: str, options: dict) -> str:
+    """The question as the benchmark's script writes it: non-empty options appended one per paragraph."""
+    lines = [f"{key}. {value}\n" for key, value in options.items()]
+    return question + "\n\nOptions:\n" + "\n".join(lines) if lines else question
+
+
+def _answer(finished) -> tuple[str | None, str | None]:
+    """The last run's response text and the answer the benchmark records: it never resets the answer between
+    runs, so a run without answer tags keeps the earlier run's."""
+    answer = text = None
+    for run in (*finished.earlier, finished):
+        text, reasoning = scoring.final_response(agent_messages(run.trajectory.messages))
+        answer = scoring.extract_agent_answer(text, reasoning, previous=answer)
+    return text, answer
+
+
+def agent_messages(messages: list[dict]) -> list[dict]:
+    """The messages the benchmark's agent loop produced, shaped as Qwen-Agent holds them (what its answer
+    extraction reads): replies and nudges with string content, tool results as lists of parts."""
+    first_user = next((k for k, m in enumerate(messages) if m["role"] == "user"), len(messages))
+    return [{"role": m["role"], "content": m["content"] if m["role"] == "tool" else message_text(m)}
+            for m in messages[first_user + 1:]]
+
+
+def _chain_fields(messages: list[dict]) -> dict:
+    from eval.metrics import calls, effective_chain
+
+    chain = calls(messages)
+    effective = effective_chain(chain)
+    return {"calls": [c.name for c in chain], "effective": [c.name for c in effective]}

@@ -1,0 +1,104 @@
+"""TIR-Bench's loader on a fixture in the published layout (TIR-Bench.json + data.zip): every task loads, the
+zip is unpacked once, and every bad row is skipped with a reason naming the file, the row and the field."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from eval.benchmarks.tir_bench import data
+from eval.benchmarks.tir_bench.fixture import write_fixture
+
+
+@pytest.fixture(scope="module")
+def fixture(tmp_path_factory):
+    return write_fixture(tmp_path_factory.mktemp("tir") / "TIR-Bench", per_task=1)
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TIRLAB_CACHE", str(tmp_path / "cache"))
+
+
+def test_every_task_loads_from_the_published_layout(fixture):
+    tasks, skipped, source = data.load(str(fixture))
+    assert skipped == [] and str(fixture) in source
+    assert sorted(t.category for t in tasks) == sorted(data.TASKS)
+    for task in tasks:
+        images = list(task.images)
+        assert all(i.dtype == np.uint8 and i.ndim == 3 and i.shape[2] == 3 for i in images)
+        assert len(images) == (2 if task.category == "spot_difference" else 1)
+        assert task.question == task.meta["row"]["prompt"] and task.scorer == data.SCORER
+    jigsaw = next(t for t in tasks if t.category == "jigsaw")
+    assert jigsaw.meta["row"]["meta_data"]["difficulty"] >= 3
+    assert any(isinstance(t.meta["row"]["answer"], int) for t in tasks)  # kept as published; the task's is str
+
+
+def test_an_unzipped_copy_loads_the_same(fixture, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(fixture, copy)
+    data.load(str(copy))  # unpacks data.zip into the cache
+    unpacked = next((tmp_path / "cache" / "datasets").iterdir())
+    shutil.move(str(unpacked / "data"), copy / "data")
+    (copy / data.IMAGES).unlink()
+    tasks, skipped, _ = data.load(str(copy))
+    assert len(tasks) == 13 and not skipped
+
+
+def test_bad_rows_are_skipped_with_what_is_wrong(fixture, tmp_path):
+    copy = tmp_path / "bad"
+    shutil.copytree(fixture, copy)
+    rows = json.loads((copy / data.ANNOTATIONS).read_text())
+    rows[0]["task"] = "origami"
+    del rows[1]["prompt"]
+    rows[2]["image_1"] = "data/nowhere.png"
+    rows[3]["answer"] = None
+    rows[4]["id"] = rows[5]["id"]
+    rows.append("not a row")
+    (copy / data.ANNOTATIONS).write_text(json.dumps(rows))
+    tasks, skipped, _ = data.load(str(copy))
+    reasons = [s.reason for s in skipped]
+    assert len(tasks) + len(skipped) == len(rows)
+    assert "row 0: field 'task': unknown task 'origami'" in reasons[0]
+    assert "row 1: field 'prompt'" in reasons[1]
+    assert "row 2: field 'image_1': image data/nowhere.png not found" in reasons[2]
+    assert "row 3: field 'answer'" in reasons[3]
+    assert any("repeats id" in r for r in reasons) and "must be a JSON object" in reasons[-1]
+    assert all(r.startswith("TIR-Bench.json: row ") for r in reasons)
+
+
+def test_unusable_folders_say_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        data.load(str(tmp_path / "nope"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="has no TIR-Bench.json"):
+        data.load(str(tmp_path / "empty"))
+    (tmp_path / "empty" / data.ANNOTATIONS).write_text("{}")
+    with pytest.raises(ValueError, match="must hold a JSON list"):
+        data.load(str(tmp_path / "empty"))
+
+
+def test_the_hub_is_asked_through_huggingface_hub_and_its_failure_is_explained(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(RuntimeError, match="pass --data_dir"):
+        data.load(None, revision="main")
+
+
+def hub_cache(tmp_path, monkeypatch, repo_id: str, files_from) -> str:
+    """A Hugging Face cache holding a snapshot of `repo_id` (what `hf download` leaves behind), offline."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / f"datasets--{repo_id.replace('/', '--')}"
+    shutil.copytree(files_from, repo / "snapshots" / commit)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    return commit
+
+
+def test_the_hub_dataset_loads_through_huggingface_hub(fixture, tmp_path, monkeypatch):
+    commit = hub_cache(tmp_path, monkeypatch, data.HUB_REPO, fixture)
+    tasks, skipped, source = data.load(None)
+    assert len(tasks) == 13 and not skipped and source == f"{data.HUB_REPO}@{commit}"
