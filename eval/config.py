@@ -12,6 +12,7 @@ SMOKE_MODEL = "tiny-random-qwen2.5-vl"  # built locally by runtime.tiny_model: r
 BACKENDS = ("vllm", "openai", "hf", "reference")
 SUITES = ("synthetic", "tir_bench", "vtc_bench")
 SCORING = ("official", "strict")
+NO_JUDGE = "none"  # --judge_model none: no LLM judge; what needs one stays unscored (TIR-Bench reads answers by rule)
 TOOL_MODES = {"on": ("tools",), "none": ("no_tools",), "both": ("tools", "no_tools")}
 
 
@@ -110,6 +111,11 @@ class EvalConfig:
 
             if self.toolset not in TOOLSETS:
                 problems.append(f"--toolset must be one of {sorted(TOOLSETS)}, got {self.toolset!r}")
+        benchmark_only = [f"--{k}" for k in ("data_dir", "revision", "track", "prompt_variant", "study")
+                          if getattr(self, k) is not None]
+        if benchmark_only and self.suite not in SUITES[1:]:
+            problems.append(f"{', '.join(benchmark_only)}: settings of the benchmark suites ({', '.join(SUITES[1:])}), "
+                            f"not to --suite {self.suite}")
         if self.scoring not in SCORING:
             problems.append(f"--scoring must be one of {SCORING}, got {self.scoring!r}")
         try:

@@ -94,7 +94,11 @@ class EvalLoop:
         try:
             while True:
                 while len(live) < self.max_active and (pair := next(work, None)) is not None:
-                    item = self._start(*pair)
+                    try:
+                        item = self._start(*pair)
+                    except Exception as err:  # noqa: BLE001 - e.g. an image that does not decode: this task fails
+                        yield self._unstarted(*pair, err)
+                        continue
                     live.append(item)
                     self._send(item, waiting)
                 if not live:
@@ -113,12 +117,13 @@ class EvalLoop:
                 for item in finished:
                     live.remove(item)
                     done = self._finish(item)
-                    if self.rerun is not None and self.rerun(done):
-                        again = self._start(item.task, item.mode, earlier=(*item.earlier, done))
+                    again = self._start(item.task, item.mode, earlier=(*item.earlier, done)) \
+                        if self.rerun is not None and self.rerun(done) else None
+                    if again is None:
+                        yield done
+                    else:
                         live.append(again)
                         self._send(again, waiting)
-                    else:
-                        yield done
                 if not finished and tool_job is None and not tool_queue and not self.backend.in_flight() and live:
                     raise RuntimeError(f"{len(live)} episode(s) wait for nothing: a backend lost a request")
         finally:
@@ -195,6 +200,11 @@ class EvalLoop:
                         item.episode.fail(f"the tool runtime failed: {type(err).__name__}: {err}")
         return batch
 
+    def _unstarted(self, task: Task, mode: str, err: Exception) -> Finished:
+        message = f"the episode could not start: {type(err).__name__}: {err}"
+        trajectory = Trajectory(meta={"profile": self.profile.name, "task": task.id, "mode": mode, "error": message})
+        return Finished(task, mode, trajectory, Stop.ERROR.value, "", 0, 0, 0, 0, 0.0, message)
+
     @staticmethod
     def _finish(item: Live) -> Finished:
         episode = item.episode
@@ -209,21 +219,35 @@ def start_episode(toolbox: ToolBox, profile: ModelProfile, task: Task, mode: str
                          meta={"task": task.id, "category": task.category, "mode": mode})
 
 
-def toolboxes(profile: ModelProfile) -> Callable[[Task, str], ToolBox]:
+class ToolBoxes:
+    """The ToolBoxes of a run: `key(task, mode)` names the one an episode uses, `make(key)` builds it on first
+    use; `close()` releases the sandbox pools they hold."""
+
+    def __init__(self, key: Callable[[Task, str], object], make: Callable[[object], ToolBox]):
+        self.key, self.make, self.boxes = key, make, {}
+
+    def __call__(self, task: Task, mode: str) -> ToolBox:
+        key = self.key(task, mode)
+        if key not in self.boxes:
+            self.boxes[key] = self.make(key)
+        return self.boxes[key]
+
+    def close(self) -> None:
+        for box in self.boxes.values():
+            if box.sandbox is not None:
+                box.sandbox.close()
+
+
+def toolboxes(profile: ModelProfile) -> ToolBoxes:
     """One ToolBox per tool set (a task's own, unless the model brings its own) and one without tools."""
-    cache: dict = {}
 
-    def toolbox_for(task: Task, mode: str) -> ToolBox:
-        key = None if mode == "no_tools" else (profile.toolset or task.toolset)
-        if key not in cache:
-            if key is None:
-                cache[key] = ToolBox(None)
-            elif profile.code_tool:
-                from runtime.sandbox import SandboxPool
+    def make(key) -> ToolBox:
+        if key is None:
+            return ToolBox(None)
+        if profile.code_tool:
+            from runtime.sandbox import SandboxPool
 
-                cache[key] = ToolBox.for_profile(profile, sandbox=SandboxPool())
-            else:
-                cache[key] = ToolBox(key)
-        return cache[key]
+            return ToolBox.for_profile(profile, sandbox=SandboxPool())
+        return ToolBox(key)
 
-    return toolbox_for
+    return ToolBoxes(lambda task, mode: None if mode == "no_tools" else (profile.toolset or task.toolset), make)

@@ -16,9 +16,10 @@ messages carry `tool_calls`, tool messages carry `error` and the indices of the 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass
+
+from runtime.toolbox import WORKSPACE_FILE
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,6 @@ def _reads(arguments, images: int) -> tuple[int, ...]:
         indices.append(-1)
     return tuple(sorted({i if i >= 0 else images + i for i in indices + files if -images <= i < images}))
 
-
-WORKSPACE_FILE = re.compile(r"(?:^|/)image_(\d{1,9})\.png$")  # how path-based tool sets name workspace images
 
 
 def _strings(value) -> list[str]:

@@ -23,7 +23,7 @@ from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
 from eval.backends import Sampling
-from eval.config import GPU_DEFAULT_MODEL, SMOKE_MODEL, SUITES, EvalConfig, smoke_model_dir
+from eval.config import GPU_DEFAULT_MODEL, NO_JUDGE, SMOKE_MODEL, SUITES, EvalConfig, smoke_model_dir
 from eval.forcing import ForcedReplies
 from eval.loop import EvalLoop, Finished
 from eval.presets import get_preset, preset_for
@@ -47,10 +47,15 @@ SMOKE_BANNER = (f"No --model and no GPU: evaluating '{SMOKE_MODEL}', a tiny RAND
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("merge", "report"):
-        return _merge_or_report(argv[0], argv[1:])
-    config = resolve(parse(argv))
-    evaluate(config)
+    try:
+        if argv and argv[0] in ("merge", "report"):
+            return _merge_or_report(argv[0], argv[1:])
+        evaluate(resolve(parse(argv)))
+    except (ValueError, FileNotFoundError) as err:  # a setting, a dataset or a run directory the user must fix
+        if os.environ.get("TIRLAB_DEBUG"):
+            raise
+        print(f"error: {err}\n(TIRLAB_DEBUG=1 shows where it was raised)", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -114,6 +119,9 @@ def evaluate(config: EvalConfig, backend=None) -> list[dict]:
     config = _with_suite_defaults(config, suite)
     sampling = Sampling(max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p,
                         top_k=config.top_k, presence_penalty=config.presence_penalty)
+    if config.backend == "hf" and sampling.presence_penalty:
+        raise ValueError(f"the run samples with presence penalty {sampling.presence_penalty:g} (the suite's paper "
+                         "uses it) and HF generate has none: use --backend vllm or openai, or --presence_penalty 0")
     preset = get_preset(config.preset)
     profile = suite.profile(replace(preset.profile, toolset=config.toolset) if config.toolset else preset.profile)
     tasks = _shard(suite.tasks[:config.limit] if config.limit else suite.tasks, *config.shard_index)
@@ -152,14 +160,18 @@ def evaluate(config: EvalConfig, backend=None) -> list[dict]:
     try:
         if work:
             forced = ForcedReplies(config.force_tool_calls) if config.force_tool_calls else None
-            loop = EvalLoop(backend, profile, sampling, suite.toolboxes(profile), budgets_for, config.max_active,
-                            forced, config.seed, start=suite.start, rerun=suite.rerun)
+            boxes = suite.toolboxes(profile)
+            loop = EvalLoop(backend, profile, sampling, boxes, budgets_for, config.max_active, forced, config.seed,
+                            start=suite.start, rerun=suite.rerun)
             progress = _Progress(len(work))
-            for finished in loop.run(work):
-                record = make_record(finished, run, config, suite)
-                run.append(record)
-                records.append(record)
-                progress.update(record)
+            try:
+                for finished in loop.run(work):
+                    record = make_record(finished, run, config, suite)
+                    run.append(record)
+                    records.append(record)
+                    progress.update(record)
+            finally:
+                boxes.close()
             progress.close()
         backend = _judge_stage(config, suite, run, tasks, backend, owned)
     except KeyboardInterrupt:
@@ -169,6 +181,8 @@ def evaluate(config: EvalConfig, backend=None) -> list[dict]:
     finally:
         if backend is not None and owned:
             backend.close()
+    judged = {(r["id"], r["mode"]): r for r in run.records()}  # the new records, as the judge left them
+    records = [judged[r["id"], r["mode"]] for r in records]
     if config.shard_index[1] == 1:
         summary = write_report(run.path, run.records(), _saved_config(config, suite))
         print(f"report: {run.path / 'report.md'}")
@@ -191,14 +205,16 @@ def _with_suite_defaults(config: EvalConfig, suite: Suite) -> EvalConfig:
 
 
 def _record_skipped(suite: Suite, config: EvalConfig, run: RunDir, done: set) -> None:
-    """Rows the loader refused are recorded as unscored in every mode (this shard's share of them)."""
-    skipped = _shard(suite.skipped, *config.shard_index)
+    """Rows the loader refused are recorded as unscored in every mode (this shard's share of them), unless the run
+    takes only the first --limit tasks."""
+    skipped = [] if config.limit else _shard(suite.skipped, *config.shard_index)
     for row in skipped:
         for mode in config.modes:
             if (row.id, mode) not in done:
                 run.append({"id": row.id, "category": row.category, "mode": mode, "score": None,
                             "score_error": f"not run: {row.reason}", "stop_reason": "skipped", "error": row.reason,
-                            "turns": 0, "tool_calls": 0, "model": config.model, "trajectory": None})
+                            "turns": 0, "tool_calls": 0, "model": config.model, "variant": suite.variant_name,
+                            "trajectory": None})
     if skipped:
         print(f"{len(skipped)} dataset row(s) could not be loaded; each counts as unscored:\n  "
               + "\n  ".join(f"{row.id}: {row.reason}" for row in skipped[:20])
@@ -233,7 +249,7 @@ def _judge_stage(config: EvalConfig, suite: Suite, run: RunDir, tasks: list[Task
     items = [(by_id[r["id"]], r) for r in pending if r["id"] in by_id]
     if not items:
         return backend
-    if not config.judge_model:
+    if config.judge_model in (None, NO_JUDGE):
         return backend  # the suite scores without a judge where it can; the rest stays unscored
     print(f"judging {len(items)} record(s) with {config.judge_model}", flush=True)
     if config.judge_model == "same" and backend is not None:
@@ -270,7 +286,7 @@ def _shard(tasks: list[Task], index: int, count: int) -> list[Task]:
 def _backend(config: EvalConfig, preset, tasks: list[Task]):
     model = config.model
     if model == SMOKE_MODEL:
-        model = str(_smoke_model())
+        model = str(_smoke_model(config.max_model_len))
     processor_kwargs = {"max_pixels": config.max_pixels} if config.max_pixels else {}
     if config.backend == "vllm":
         from eval.backends.vllm_engine import VLLMEngineBackend
@@ -305,14 +321,21 @@ def _backend(config: EvalConfig, preset, tasks: list[Task]):
     return ReferenceBackend(tasks)
 
 
-def _smoke_model() -> Path:
+def _smoke_model(max_model_len: int) -> Path:
+    """The tiny smoke model, built once; built again when the cached one is too short for the run (a copy
+    cached by an older tirlab)."""
     directory = smoke_model_dir()
-    if not (directory / "config.json").exists():
+    config = directory / "config.json"
+    if not config.exists() or _positions(json.loads(config.read_text())) < max_model_len:
         from runtime.tiny_model import build_model
 
         print(f"building the tiny random-weight smoke model in {directory}", flush=True)
         build_model("qwen2_5_vl", directory)
     return directory
+
+
+def _positions(model_config: dict) -> int:
+    return (model_config.get("text_config") or model_config).get("max_position_embeddings", 0)
 
 
 def _saved_config(config: EvalConfig, suite: Suite) -> dict:

@@ -24,7 +24,8 @@ from typing import Iterable
 from runtime.trajectory import drop_partial_line
 
 # configuration keys that may differ between a run and its resumption (they do not change results)
-RESUMABLE = ("shard", "max_active", "concurrency", "timeout_s", "retries", "overwrite", "versions", "limit")
+RESUMABLE = ("shard", "max_active", "concurrency", "timeout_s", "retries", "overwrite", "versions", "limit",
+             "judge_retries", "judge_base_url")
 
 
 class RunDir:
@@ -51,8 +52,8 @@ class RunDir:
         config_path = self.path / "config.json"
         if config_path.exists() and not overwrite:
             previous = json.loads(config_path.read_text())
-            changed = sorted(k for k in set(previous) | set(config) if k not in RESUMABLE
-                             and previous.get(k) != config.get(k))
+            # a key only one side has comes from another tirlab version: it cannot have been set differently
+            changed = sorted(k for k in set(previous) & set(config) if k not in RESUMABLE and previous[k] != config[k])
             if changed:
                 raise ValueError(f"{self.path} holds a run with a different configuration ({', '.join(changed)}); "
                                  "resume it with the same settings, choose another --out, or pass --overwrite")
@@ -75,11 +76,10 @@ class RunDir:
         _append_line(self.judgments_path, {"id": record["id"], "mode": record["mode"], **fields})
 
     def judged(self) -> set[tuple[str, str]]:
-        """The (task id, mode) pairs this shard has a judgment for."""
-        if not self.judgments_path.exists():
-            return set()
-        drop_partial_line(self.judgments_path)
-        return {(j["id"], j["mode"]) for j in read_records(self.judgments_path)}
+        """The (task id, mode) pairs the run has a judgment for (in any judgments file)."""
+        if self.judgments_path.exists():
+            drop_partial_line(self.judgments_path)
+        return {(j["id"], j["mode"]) for f in sorted(self.path.glob("judgments*.jsonl")) for j in read_records(f)}
 
     def records(self) -> list[dict]:
         """Every record of the run, all shards, each with its judgment applied; a (task, mode) recorded twice is
@@ -118,27 +118,28 @@ def unique_records(records: Iterable[dict]) -> list[dict]:
 
 
 def merge(path: str | Path) -> list[dict]:
-    """Join the shard files of a run into records.jsonl (checking every shard of the split is there). A run
-    merged already is left as it is (a requeued merge job does no harm)."""
+    """Join the shard files of a run into records.jsonl and judgments.jsonl (checking every shard of the split is
+    there). A run merged already is left as it is (a requeued merge job does no harm)."""
     run = RunDir(path)
     shards = sorted(run.path.glob("records.shard-*-of-*.jsonl"))
-    if not shards and (run.path / "records.jsonl").exists():
-        return run.records()
-    if not shards:
+    if not shards and not (run.path / "records.jsonl").exists():
         raise ValueError(f"{run.path} has no shard files (records.shard-<i>-of-<n>.jsonl) to merge")
-    counts = {int(f.stem.rsplit("-of-", 1)[1]) for f in shards}
-    indices = {int(f.stem.split("shard-", 1)[1].split("-of-")[0]) for f in shards}
-    if len(counts) != 1 or indices != set(range(next(iter(counts)))):
-        found = ", ".join(f.name for f in shards)
-        raise ValueError(f"{run.path}: the shards of one split are needed, each once; found {found}")
-    unique_records(r for f in shards for r in read_records(f))
-    for kind in ("records", "judgments"):
+    if shards:
+        counts = {int(f.stem.rsplit("-of-", 1)[1]) for f in shards}
+        indices = {int(f.stem.split("shard-", 1)[1].split("-of-")[0]) for f in shards}
+        if len(counts) != 1 or indices != set(range(next(iter(counts)))):
+            found = ", ".join(f.name for f in shards)
+            raise ValueError(f"{run.path}: the shards of one split are needed, each once; found {found}")
+        unique_records(r for f in shards for r in read_records(f))
+    for kind in ("judgments", "records"):  # judgments first: a merge cut short never leaves them behind
         files = sorted(run.path.glob(f"{kind}.shard-*-of-*.jsonl"))
-        lines = [r for f in files for r in read_records(f)]
         if files:
-            _write_atomic(run.path / f"{kind}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines))
-        for shard in files:
-            shard.unlink()
+            merged = run.path / f"{kind}.jsonl"
+            earlier = list(read_records(merged)) if merged.exists() else []
+            lines = earlier + [r for f in files for r in read_records(f)]
+            _write_atomic(merged, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines))
+            for shard in files:
+                shard.unlink()
     return run.records()
 
 

@@ -78,6 +78,7 @@ class Episode:
     harness_state: dict = field(default_factory=dict)  # the profile's harness keeps its counters here
     _scratch: Path | None = None
     _tools_shown: bool = True
+    _offered_turn: int = -1
     _out_of_calls: bool = False
 
     @classmethod
@@ -120,7 +121,10 @@ class Episode:
         self._expect(State.PENDING, State.GENERATING)
         self.state = State.GENERATING
         harness = self.profile.harness
-        self._tools_shown = harness is None or harness.offer_tools(self)
+        if harness is not None and self._offered_turn != self.turns:  # asked once per turn, however often rendered
+            self._tools_shown, self._offered_turn = harness.offer_tools(self), self.turns
+            if not self._tools_shown:
+                self.trajectory.meta.setdefault("turns_without_tools", []).append(self.turns + 1)
         if self._tools_shown or not self.trajectory.tools:
             return self.protocol.render(self.trajectory)
         return self.protocol.render(replace(self.trajectory, tools=[]))
@@ -130,21 +134,21 @@ class Episode:
         """Record the model's reply; returns the calls to run (the episode is then RUNNING_TOOLS) or []."""
         self._expect(State.GENERATING)
         parsed = self.protocol.parse(completion)
-        if not self._tools_shown:  # a call written in a round without tools is only text
-            parsed = replace(parsed, content=reply_text(completion), calls=())
+        harness = self.profile.harness
+        if not self._tools_shown or (harness is not None and harness.unreadable_calls_are_text
+                                     and any(not call.parsed for call in parsed.calls)):
+            parsed = replace(parsed, content=reply_text(completion), calls=())  # calls that are only text
         self.turns += 1
         if prompt_tokens is not None:
             self.context_tokens = prompt_tokens + (completion_tokens or 0)
-        harness = self.profile.harness
-        nudge = None if harness is None or truncated else harness.after_reply(self, reply_text(completion),
-                                                                              bool(parsed.calls))
+        nudge = None if harness is None else harness.after_reply(self, reply_text(completion), bool(parsed.calls))
         if nudge is not None and not nudge.keep_reply:
             self.trajectory.meta.setdefault("dropped_replies", []).append(reply_text(completion))
             return self._nudge(nudge)
         ids = self._call_ids(parsed.calls)
         recorded = [tool_call(i, c.name, c.arguments_json()) for i, c in zip(ids, parsed.calls) if c.parsed]
         self.trajectory.add("assistant", parsed.content, **({"tool_calls": recorded} if recorded else {}))
-        if truncated:
+        if truncated and harness is None:  # a harness takes a cut reply as it comes, as its servers do
             return self._finish(Stop.TRUNCATED)
         if nudge is not None:
             if parsed.calls:
@@ -232,11 +236,10 @@ class Episode:
                 self._scratch = None
 
     def _nudge(self, nudge: Nudge) -> list:
-        """The harness's user message, then another turn unless the turn budget is spent."""
-        if self.turns >= self.budgets.max_turns:
-            return self._finish(Stop.MAX_TURNS)
+        """The harness's user message, then another turn unless the turn budget is spent (the message is still
+        the conversation's last: a harness's answer extraction may read it)."""
         self.trajectory.add("user", nudge.text)
-        return []
+        return self._finish(Stop.MAX_TURNS) if self.turns >= self.budgets.max_turns else []
 
     def _call_ids(self, calls) -> list[str]:
         """Unique ids in this episode: a server's own id is kept unless it is missing or already used."""

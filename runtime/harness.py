@@ -25,7 +25,11 @@ class Nudge:
 
 class Harness:
     """A benchmark's own agent loop around the model. Each hook sees the episode (its per-episode state is
-    `episode.harness_state`); the defaults are tirlab's loop."""
+    `episode.harness_state`); the defaults are tirlab's loop. Under a harness, a reply cut at the token limit
+    does not end the episode: the harness takes it as its server would hand it over."""
+
+    # the benchmark's server parses calls (vLLM's hermes parser): a reply with a call it cannot read is text
+    unreadable_calls_are_text: bool = False
 
     def offer_tools(self, episode: Episode) -> bool:
         """Whether the next prompt shows the tools; without them, calls in the reply are not run."""

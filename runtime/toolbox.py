@@ -30,7 +30,7 @@ from tools.registry import ToolError
 from tools.toolset import Reply, ToolSet, execute
 from tools.toolsets import get_toolset
 
-SCRATCH_IMAGE = re.compile(r"^image_(\d{1,9})\.png$")
+WORKSPACE_FILE = re.compile(r"(?:^|/)image_(\d{1,9})\.png$")  # workspace image N as a file: <scratch>/image_N.png
 MAX_CODE_THREADS = 32  # episodes whose cells run at once; the sandbox pool bounds the rest
 
 
@@ -237,7 +237,7 @@ class _EpisodeFiles:
         except ValueError:  # e.g. a NUL byte: no such file
             real = ""
         folder, name = os.path.split(real)
-        match = SCRATCH_IMAGE.match(name)
+        match = WORKSPACE_FILE.search(name)
         index = int(match.group(1)) if match else -1
         if name != f"image_{index}.png" or index >= len(self._episode.workspace) or folder != os.path.realpath(self._episode.scratch):
             raise FileNotFoundError(path)

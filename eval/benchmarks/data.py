@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import zipfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable
@@ -31,7 +32,7 @@ def dataset_folder(repo_id: str, data_dir: str | None, revision: str | None, pat
     try:
         folder = Path(snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns))
     except Exception as err:  # noqa: BLE001 - offline, gated, a bad revision: all end the same way for the user
-        raise RuntimeError(f"could not get the dataset {repo_id} from the hub ({type(err).__name__}: {err}); "
+        raise FileNotFoundError(f"could not get the dataset {repo_id} from the hub ({type(err).__name__}: {err}); "
                            f"download it where there is access (`hf download {repo_id} --repo-type dataset "
                            "--local-dir DIR`) and pass --data_dir DIR") from None
     return folder, f"{repo_id}@{folder.name}"  # snapshot folders are named by the commit they hold
@@ -47,8 +48,9 @@ class RowError(ValueError):
 def checked_rows(rows: list, make_task: Callable[[dict], Task], where: Callable[[int], str], category: str,
                  first: int = 0) -> tuple[list[Task], list[Skipped]]:
     """Each row as a task, or skipped with its reason (`where(number)` names the file and the row; `category`
-    is the row's field reports group it by); ids must be unique. No task at all is an error."""
-    tasks, skipped, seen = [], [], set()
+    is the row's field reports group it by); ids must be unique. A skipped row keeps its own id unless a task
+    or another skipped row has it. No task at all is an error."""
+    tasks, refused, seen = [], [], set()
     for number, row in enumerate(rows, first):
         try:
             task = make_task(row)
@@ -56,15 +58,17 @@ def checked_rows(rows: list, make_task: Callable[[dict], Task], where: Callable[
                 raise RowError("id", f"repeats id {task.id!r}; ids must be unique")
         except RowError as err:
             fields = row if isinstance(row, dict) else {}
-            ident = str(fields.get("id") or f"row-{number}")
-            skipped.append(Skipped(ident if ident not in seen else f"{ident}#{number}",
-                                   str(fields.get(category) or "unknown"), f"{where(number)}: {err}"))
+            refused.append((str(fields.get("id") or f"row-{number}"), number, str(fields.get(category) or "unknown"),
+                            f"{where(number)}: {err}"))
             continue
         seen.add(task.id)
         tasks.append(task)
     if not tasks:
-        raise ValueError(f"no row could be loaded; the first problem: {skipped[0].reason}" if skipped else
+        raise ValueError(f"no row could be loaded; the first problem: {refused[0][3]}" if refused else
                          "the dataset has no rows")
+    taken = Counter([t.id for t in tasks] + [ident for ident, *_ in refused])
+    skipped = [Skipped(ident if taken[ident] == 1 else f"{ident}#{number}", group, reason)
+               for ident, number, group, reason in refused]
     return tasks, skipped
 
 
@@ -77,8 +81,13 @@ def wanted(names: list[str], known: tuple[str, ...], what: str) -> set[str]:
     return set(names or known)
 
 
-def keep(tasks: list[Task], skipped: list[Skipped], categories: set[str]) -> tuple[list[Task], list[Skipped]]:
-    return [t for t in tasks if t.category in categories], [s for s in skipped if s.category in categories]
+def keep(tasks: list[Task], skipped: list[Skipped], categories: set[str],
+         known: tuple[str, ...]) -> tuple[list[Task], list[Skipped]]:
+    """The tasks and skipped rows of the wanted categories; a row skipped for a category the benchmark does not
+    know stays in a run of every category."""
+    everything = categories == set(known)
+    return ([t for t in tasks if t.category in categories],
+            [s for s in skipped if s.category in categories or (everything and s.category not in known)])
 
 
 def unpacked(archive: Path, name: str) -> Path:

@@ -7,7 +7,7 @@
   published protocol and their official scoring.
 
 A `Suite` holds the tasks and the hooks where a benchmark's protocol differs from tirlab's defaults: the
-prompt and budgets (`profile`, `start`), the sampling its paper used (`sampling`), its tools (`toolboxes`),
+prompt and budgets (`profile`, `start`), the sampling its paper used (`defaults`), its tools (`toolboxes`),
 how an episode is scored (`score`, then `judge` for what needs an LLM) and its paper-layout tables
 (`tables`). The synthetic and JSONL suites use every default.
 """
@@ -15,13 +15,13 @@ how an episode is scored (`score`, then `judge` for what needs an LLM) and its p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
 if TYPE_CHECKING:
     from eval.backends import Backend
-    from eval.loop import Finished
+    from eval.loop import Finished, ToolBoxes
     from runtime.episode import Episode
     from runtime.profiles import Budgets, ModelProfile
     from runtime.toolbox import ToolBox
@@ -38,7 +38,7 @@ class FollowUp:
 class Task:
     id: str
     question: str
-    images: tuple[np.ndarray, ...]  # uint8 RGB, in the order the question refers to them
+    images: Sequence[np.ndarray]  # uint8 RGB, in the order the question refers to them (benchmarks: decoded lazily)
     answer: str  # the ground truth, in the scorer's format
     scorer: str  # a name in eval.scorers (or the benchmark's own scoring, for benchmark suites)
     category: str = "default"  # reports break accuracy down by it
@@ -72,6 +72,12 @@ class Suite:
         """What the report states about the suite's protocol: dataset, prompt variant, scoring, judge."""
         return {}
 
+    @property
+    def variant_name(self) -> str | None:
+        """Which of a benchmark's protocol variants this run is (tracks, prompts): records carry it, so runs of
+        several variants can be reported together."""
+        return None
+
     def profile(self, profile: ModelProfile) -> ModelProfile:
         """The model's profile with the suite's prompts, tools and budgets."""
         return profile
@@ -81,7 +87,8 @@ class Suite:
         setting the user gives wins."""
         return {}
 
-    def toolboxes(self, profile: ModelProfile) -> Callable[[Task, str], ToolBox]:
+    def toolboxes(self, profile: ModelProfile) -> ToolBoxes:
+        """The tools of each (task, mode): the profile's tool set or code tool, else the task's."""
         from eval.loop import toolboxes
 
         return toolboxes(profile)

@@ -12,13 +12,14 @@ from eval.benchmarks.data import keep, wanted
 from eval.benchmarks.tir_bench import data, function_calling, tables
 from eval.benchmarks.tir_bench.extraction import EXTRACTION_MODEL, extraction_messages
 from eval.benchmarks.tir_bench.scoring import UnscorableItem, score_item, strict_score
+from eval.config import NO_JUDGE
 from eval.scorers import extract_answer
 from eval.suites import Suite
 from runtime.protocols import Prompt, final_text
+from runtime.protocols.base import reply_text
 
 MAX_NEW_TOKENS = 2048  # appendix E: greedy, max new tokens 2048 for the open models
 EXTRACTION_SAMPLING = Sampling(max_tokens=1024, temperature=0.0)
-NO_JUDGE = "none"  # --judge_model none: answers read without an LLM (not comparable with the paper)
 
 
 class TirBench(Suite):
@@ -43,7 +44,7 @@ class TirBench(Suite):
                              "the main benchmark has one protocol")
         categories = {"rotation_game"} if config.study else wanted(config.tasks, data.TASKS, "TIR-Bench task")
         tasks, skipped, dataset = data.load(config.data_dir, config.revision)
-        return cls(*keep(tasks, skipped, categories), dataset, config.scoring, config.judge_model, config.study, track,
+        return cls(*keep(tasks, skipped, categories, data.TASKS), dataset, config.scoring, config.judge_model, config.study, track,
                    variant)
 
     @property
@@ -99,7 +100,7 @@ class TirBench(Suite):
         completions = ask(backend, list(prompts), lambda key, attempt: (prompts[key], EXTRACTION_SAMPLING), retries)
         for index, (task, record) in enumerate(items):
             completion = completions[index]
-            judge = {"model": judge_name, "reply": completion.reply if isinstance(completion.reply, str) else ""}
+            judge = {"model": judge_name, "reply": reply_text(completion.reply)}  # servers reply with a message
             if completion.error:
                 yield record, {"score": None, "scores": None, "judge": judge,
                                "score_error": f"answer extraction failed after {retries} attempt(s): {completion.error}"}

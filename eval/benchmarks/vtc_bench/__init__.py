@@ -14,6 +14,7 @@ from eval.backends import Sampling
 from eval.benchmarks.data import keep, wanted
 from eval.benchmarks.vtc_bench import data, scoring, tables
 from eval.benchmarks.vtc_bench.harness import MAX_ROUNDS, QwenAgentLoop, protocol_texts
+from eval.config import NO_JUDGE
 from eval.suites import Suite
 from runtime.profiles import QWEN_STOP, Budgets
 from runtime.protocols import HermesProtocol, OpenAIProtocol, Prompt
@@ -52,7 +53,12 @@ class VtcBench(Suite):
                              "drop --toolset")
         categories = wanted(config.tasks, data.CATEGORIES, "VTC-Bench category")
         tasks, skipped, dataset = data.load(config.data_dir, config.revision)
-        return cls(*keep(tasks, skipped, categories), dataset, config.scoring, config.judge_model, track, variant)
+        judge = None if config.judge_model == NO_JUDGE else config.judge_model
+        return cls(*keep(tasks, skipped, categories, data.CATEGORIES), dataset, config.scoring, judge, track, variant)
+
+    @property
+    def variant_name(self) -> str:
+        return f"{self.track}/{self.variant}"
 
     def describe(self) -> dict:
         return {
@@ -85,24 +91,20 @@ class VtcBench(Suite):
                        answer_with_calls="calls", harness=QwenAgentLoop())
 
     def toolboxes(self, profile):
+        from eval.loop import ToolBoxes
         from runtime.toolbox import ToolBox
 
-        boxes: dict = {}
+        def make(mode) -> ToolBox:
+            if mode == "no_tools":
+                return ToolBox(None)
+            if self.track == "code":
+                from eval.benchmarks.vtc_bench.code_track import CODE_INTERPRETER, SANDBOX_CONFIG
+                from runtime.sandbox import SandboxPool
 
-        def toolbox_for(task, mode):
-            if mode not in boxes:
-                if mode == "no_tools":
-                    boxes[mode] = ToolBox(None)
-                elif self.track == "code":
-                    from eval.benchmarks.vtc_bench.code_track import CODE_INTERPRETER, SANDBOX_CONFIG
-                    from runtime.sandbox import SandboxPool
+                return ToolBox(None, code_tools=[CODE_INTERPRETER], sandbox=SandboxPool(SANDBOX_CONFIG))
+            return ToolBox("vtc_bench")
 
-                    boxes[mode] = ToolBox(None, code_tools=[CODE_INTERPRETER], sandbox=SandboxPool(SANDBOX_CONFIG))
-                else:
-                    boxes[mode] = ToolBox("vtc_bench")
-            return boxes[mode]
-
-        return toolbox_for
+        return ToolBoxes(lambda task, mode: mode, make)
 
     def start(self, toolbox, profile, task, mode, budgets):
         if mode == "no_tools":  # the direct baseline: the same prompts, one reply, no tools
@@ -127,47 +129,47 @@ class VtcBench(Suite):
     def score(self, task, finished) -> dict:
         text, prediction = _answer(finished)
         row = {**task.meta["row"], "prediction": prediction}
-        rule = scoring.rule_score(row)
-        scores = {"official": rule if rule >= 0.5 or not self.judge_model else None, "strict": scoring.strict_score(row)}
-        fields = {"response": text, "prediction": prediction, "rule_score": rule, "scores": scores,
-                  "variant": f"{self.track}/{self.variant}", "chain": _chain_fields(finished.trajectory.messages)}
-        if scores["official"] is None:  # the judge looks at what the rules reject
-            return {**fields, "score": scores["strict"] if self.scoring == "strict" else None,
-                    "score_error": "not judged yet", "judge_pending": True}
-        return {**fields, "score": scores[self.scoring], "score_error": None}
+        fields = {"response": text, "prediction": prediction, "variant": self.variant_name,
+                  "chain": _chain_fields(finished.trajectory.messages)}
+        errors = {}
+        try:
+            rule = fields["rule_score"] = scoring.rule_score(row)
+            official = rule if rule >= 0.5 or not self.judge_model else None
+        except scoring.ReferenceExportError as err:  # the reference's export of the run would fail on it
+            official, errors["official"] = None, f"the benchmark cannot score this answer: {err}"
+        try:
+            strict = scoring.strict_score(row)
+        except ValueError as err:
+            strict, errors["strict"] = None, f"strict scoring cannot score this item: {err}"
+        scores = {"official": official, "strict": strict}
+        if official is None and "official" not in errors:  # the judge looks at what the rules reject
+            return {**fields, "scores": scores, "score": scores["strict"] if self.scoring == "strict" else None,
+                    "score_error": errors.get("strict") if self.scoring == "strict" else "not judged yet",
+                    "judge_pending": True}
+        return {**fields, "scores": scores, "score": scores[self.scoring], "score_error": errors.get(self.scoring)}
 
     def judge(self, items, backend, judge_name: str, retries: int):
-        """The benchmark's judge as VTCBench_auxeval asks it through VLMEvalKit's wrapper: up to 5 attempts per
-        answer, each at a higher temperature, and within an attempt up to 5 sends while a request fails or comes
-        back empty (the run's --judge_retries does not apply)."""
+        """The benchmark's judge (`scoring.judge_conversation`, the reference's own retry protocol: the run's
+        --judge_retries does not apply), every row's next request in one batch until each has its verdict."""
         from eval.judge import ask
 
         rows = {k: {**task.meta["row"], "prediction": record["prediction"]} for k, (task, record) in enumerate(items)}
-        where = {key: [0, 0] for key in rows}  # key -> [attempt, send within the attempt]
-        replies, verdicts, pending = {}, {}, list(rows)
-        while pending:
-            def request(key, _):
-                sent = scoring.judge_request(rows[key], where[key][0], judge_name)
-                return Prompt(sent["messages"], images=[]), Sampling(max_tokens=sent["max_tokens"],
-                                                                     temperature=sent["temperature"])
-
-            completions, still = ask(backend, pending, request), []
-            for key in pending:
-                completion = completions[key]
-                reply = None if completion.error else reply_text(completion.reply)
-                attempt, sends = where[key]
-                if scoring.judge_request_failed(reply) and sends + 1 < scoring.JUDGE_REQUEST_TRIES:
-                    where[key][1] += 1
-                    still.append(key)
-                    continue
-                replies[key] = scoring.JUDGE_FAILED if scoring.judge_request_failed(reply) else reply
-                verdicts[key] = scoring.judge_hit(rows[key], replies[key])
-                if verdicts[key] is None and attempt + 1 < scoring.JUDGE_ATTEMPTS:
-                    where[key] = [attempt + 1, 0]
-                    still.append(key)
-            pending = still
+        conversations = {key: scoring.judge_conversation(row, judge_name) for key, row in rows.items()}
+        requests = {key: next(conversation) for key, conversation in conversations.items()}
+        replies, hits = {}, {}
+        while requests:
+            completions = ask(backend, list(requests), lambda key, _: (
+                Prompt(requests[key]["messages"], images=[]),
+                Sampling(max_tokens=requests[key]["max_tokens"], temperature=requests[key]["temperature"])))
+            for key, completion in completions.items():
+                replies[key] = None if completion.error else reply_text(completion.reply)
+                try:
+                    requests[key] = conversations[key].send(replies[key])
+                except StopIteration as done:
+                    hits[key] = done.value
+                    del requests[key]
         for key, (task, record) in enumerate(items):
-            hit = verdicts[key]
+            hit = hits[key]
             scores = {**record["scores"], "official": None if hit is None else float(hit)}
             error = None if hit is not None else (f"the judge gave no verdict in {scoring.JUDGE_ATTEMPTS} attempts "
                                                   "(the benchmark counts the answer wrong)")

@@ -9,7 +9,8 @@ at cs-w0r1d/VTC-Bench@93a33a4), as rules our episode follows. Each round is one 
   again with the answer format;
 - a reply without a call and without an answer tag gets "Please continue the analysis based on the tool" (or, in
   the last round, a request for the answer and one more round);
-- a reply without a call but with an answer tag ends the episode; at most 30 rounds in all.
+- a reply without a call but with an answer tag ends the episode; at most 30 rounds in all;
+- a reply whose call the server cannot parse is text (and so gets a nudge), as vLLM's hermes parser leaves it.
 
 The texts are protocol data (`prompts/protocol.json`). The reference's variants for o3, o4 and GPT-5.2 and
 its Gemini/GPT-4o image handling are for API models and are not reproduced.
@@ -35,6 +36,8 @@ def protocol_texts() -> dict[str, str]:
 
 
 class QwenAgentLoop(Harness):
+    unreadable_calls_are_text = True  # the harness reads calls from vLLM's hermes parser, which then gives text
+
     def __init__(self):
         self.texts = protocol_texts()
 

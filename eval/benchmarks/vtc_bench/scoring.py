@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -274,19 +274,33 @@ def judge_hit(row: dict, reply: str | None) -> int | None:
     return {"yes": 1, "no": 0}.get(reply.lower().strip())
 
 
-def official_judge(row: dict, ask: Callable[[dict], str | None], model: str = JUDGE_MODEL) -> int | None:
-    """The reference's judging of one row, start to end: `ask` sends a request and returns the reply's content
-    (None for a failed request). None when every attempt failed, which the reference scores 0."""
+def judge_conversation(row: dict, model: str = JUDGE_MODEL) -> Generator[dict, str | None, int | None]:
+    """The reference's judging of one row as a conversation: it yields each request (`judge_request`) and is
+    sent the reply's content back (None for a failed request); it returns the hit, or None when every attempt
+    failed, which the reference scores 0. Within an attempt, a failed or empty reply is sent again at the same
+    temperature (the wrapper's re-sends); an unreadable one moves to the next attempt. One conversation per
+    row, so a caller can interleave many rows' requests in one batch."""
     for attempt in range(JUDGE_ATTEMPTS):
         request = judge_request(row, attempt, model)
         for _ in range(JUDGE_REQUEST_TRIES):
-            reply = ask(request)
+            reply = yield request
             if not judge_request_failed(reply):
                 break
         hit = judge_hit(row, reply)
         if hit is not None:
             return hit
     return None
+
+
+def official_judge(row: dict, ask: Callable[[dict], str | None], model: str = JUDGE_MODEL) -> int | None:
+    """`judge_conversation` driven one request at a time: `ask` sends a request and returns the reply's content."""
+    conversation = judge_conversation(row, model)
+    try:
+        request = next(conversation)
+        while True:
+            request = conversation.send(ask(request))
+    except StopIteration as done:
+        return done.value
 
 
 def official_score(row: dict, judge: int | None = None) -> float:

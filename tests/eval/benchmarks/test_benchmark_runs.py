@@ -108,7 +108,8 @@ class FlakyJudge:
     def submit(self, key, prompt, sampling):
         self.sent += 1
         failed = self.sent <= self.failures
-        self.done.append((key, Completion("" if failed else self.reply, error="HTTP 503" if failed else None)))
+        reply = {"role": "assistant", "content": self.reply}  # as an OpenAI-compatible server answers
+        self.done.append((key, Completion("" if failed else reply, error="HTTP 503" if failed else None)))
 
     def poll(self, timeout=None):
         done, self.done = self.done, []
@@ -139,7 +140,9 @@ def test_a_failing_judge_is_retried_then_its_items_are_unscored_not_dropped(tir_
     _judge_stage(judging, suite, run, suite.tasks, judge, owned=False)
     records = run.records()
     assert judge.sent == 24 and len(records) == 13
-    assert all(r["judge"]["reply"] == "B" and not r["judge_pending"] for r in records if r["category"] != "ocr")
+    extracted = [r for r in records if r["category"] != "ocr"]
+    assert all(r["judge"]["reply"] == "B" == r["extracted"] and not r["judge_pending"] for r in extracted)
+    assert any(r["score"] == 1.0 for r in extracted)  # "B" is the truth of some of them
     run.judgments_path.unlink()
     judge = FlakyJudge(failures=100, reply="B")
     _judge_stage(judging, suite, run, suite.tasks, judge, owned=False)

@@ -81,7 +81,7 @@ def test_unusable_folders_say_what_to_do(tmp_path):
 
 def test_the_hub_is_asked_through_huggingface_hub_and_its_failure_is_explained(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(RuntimeError, match="pass --data_dir"):
+    with pytest.raises(FileNotFoundError, match="pass --data_dir"):
         data.load(None, revision="main")
 
 

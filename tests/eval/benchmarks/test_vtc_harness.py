@@ -85,3 +85,31 @@ def test_the_protocol_texts_are_the_published_ones():
         assert entry["source"]["commit"] == "93a33a446c1a867b67dd76940a65b91b5b7d500d", key
     assert TEXTS["continue_nudge"] == "Please continue the analysis based on the tool"
     assert "{reference_trajectory}" in TEXTS["user_with_chain"] and "{reference_trajectory}" not in TEXTS["user"]
+
+
+def test_the_cap_leaves_the_last_nudge_as_the_final_message():
+    """The reference appends the nudge, then its loop ends: its answer extraction reads the nudge."""
+    episode = start()
+    while not episode.done:
+        episode.prompt()
+        episode.submit("Still looking.")
+    assert episode.turns == MAX_ROUNDS and message_text(episode.trajectory.messages[-1]) in (
+        TEXTS["continue_nudge"], TEXTS["final_format_nudge"], TEXTS["retry_format_nudge"])
+
+
+def test_an_unreadable_call_is_text_and_a_cut_reply_does_not_end_the_item():
+    episode = start()
+    episode.prompt()
+    assert episode.submit('<tool_call>\n{"name": "opencv_flip", "arguments": {oops}}\n</tool_call>') == []
+    assert message_text(episode.trajectory.messages[-1]) == TEXTS["continue_nudge"]
+    assert "oops" in message_text(episode.trajectory.messages[-2])  # the reply is kept as text
+    episode.prompt()
+    episode.submit("<think>I was counting and then", truncated=True)
+    assert episode.state is State.GENERATING and message_text(episode.trajectory.messages[-1]) == TEXTS["continue_nudge"]
+
+
+def test_rendering_a_prompt_twice_does_not_spend_a_round():
+    episode = start()
+    episode.prompt()
+    episode.prompt()
+    assert episode.harness_state["qwen_agent"]["left"] == 19
