@@ -58,8 +58,9 @@ def checked_rows(rows: list, make_task: Callable[[dict], Task], where: Callable[
                 raise RowError("id", f"repeats id {task.id!r}; ids must be unique")
         except RowError as err:
             fields = row if isinstance(row, dict) else {}
-            refused.append((str(fields.get("id") or f"row-{number}"), number, str(fields.get(category) or "unknown"),
-                            f"{where(number)}: {err}"))
+            ident = fields.get("id")
+            refused.append((f"row-{number}" if ident in (None, "") else str(ident), number,
+                            str(fields.get(category) or "unknown"), f"{where(number)}: {err}"))
             continue
         seen.add(task.id)
         tasks.append(task)

@@ -192,3 +192,23 @@ def test_skipped_rows_are_recorded_as_unscored_in_every_mode(tir_data, tmp_path)
     assert len(records) == 26 and len(skipped) == 2 and all(r["score"] is None for r in skipped)
     assert "image data/ocr/missing.png not found" in skipped[0]["error"]
     assert "| this run, with tools | 92.3 |" in report(tmp_path / "run")  # 12 of 13: the skipped row counts
+
+
+def test_an_image_that_fails_when_read_is_that_items_error_not_the_runs(vtc_data, tmp_path):
+    import csv
+    import shutil
+
+    import numpy as np
+    from PIL import Image
+
+    copy = tmp_path / "data"
+    shutil.copytree(vtc_data, copy)
+    with open(copy / "VTC-Bench.tsv", encoding="utf-8", newline="") as f:
+        first = next(csv.DictReader(f, delimiter="\t"))
+    Image.fromarray(np.full((8, 8), 40000, np.uint16)).save(copy / first["image"], format="PNG")  # decodes later
+    records = evaluate(config(suite="vtc_bench", data_dir=str(copy), model="reference", backend="reference",
+                              tools="on", out=str(tmp_path / "run")))
+    failed = [r for r in records if r["id"] == first["id"]]
+    assert len(records) == 9 and failed[0]["stop_reason"] == "error"
+    assert "could not start" in failed[0]["error"] and failed[0]["score"] == 0.0
+    assert all(r["score"] == 1.0 for r in records if r["id"] != first["id"])

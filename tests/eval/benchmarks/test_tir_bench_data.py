@@ -102,3 +102,18 @@ def test_the_hub_dataset_loads_through_huggingface_hub(fixture, tmp_path, monkey
     commit = hub_cache(tmp_path, monkeypatch, data.HUB_REPO, fixture)
     tasks, skipped, source = data.load(None)
     assert len(tasks) == 13 and not skipped and source == f"{data.HUB_REPO}@{commit}"
+
+
+def test_a_row_of_an_unknown_task_stays_in_a_run_of_every_task_and_ids_stay_unique(fixture, tmp_path):
+    from eval.benchmarks.data import keep, wanted
+
+    copy = tmp_path / "odd"
+    shutil.copytree(fixture, copy)
+    rows = json.loads((copy / data.ANNOTATIONS).read_text())
+    rows.append({**rows[0], "task": "origami"})  # same id as row 0, unknown task
+    (copy / data.ANNOTATIONS).write_text(json.dumps(rows))
+    tasks, skipped, _ = data.load(str(copy))
+    assert [s.id for s in skipped] == [f"{rows[0]['id']}#13"]  # row 0's id is taken by its task
+    kept, kept_skipped = keep(tasks, skipped, wanted([], data.TASKS, "task"), data.TASKS)
+    assert len(kept) == 13 and kept_skipped == skipped
+    assert keep(tasks, skipped, wanted(["maze"], data.TASKS, "task"), data.TASKS)[1] == []
