@@ -11,12 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from eval.backends import Completion
 from eval.benchmarks.tir_bench.fixture import write_fixture as write_tir
 from eval.benchmarks.vtc_bench.fixture import write_fixture as write_vtc
 from eval.config import EvalConfig
 from eval.run_vllm import evaluate, resolve
 from eval.rundir import RunDir
+from tests.eval.benchmarks.helpers import ScriptedBackend
 
 
 @pytest.fixture(scope="module")
@@ -98,30 +98,6 @@ def test_vtc_bench_on_the_vllm_engine_runs_both_tracks(tiny_engine, vtc_data, tm
     assert f"{'Code' if track == 'code' else 'Inter.'}" in report(run)
 
 
-class FlakyJudge:
-    """A judge backend whose first `failures` requests fail, then every reply is `reply`."""
-    name = "flaky"
-
-    def __init__(self, failures: int, reply: str):
-        self.failures, self.reply, self.done, self.sent = failures, reply, [], 0
-
-    def submit(self, key, prompt, sampling):
-        self.sent += 1
-        failed = self.sent <= self.failures
-        reply = {"role": "assistant", "content": self.reply}  # as an OpenAI-compatible server answers
-        self.done.append((key, Completion("" if failed else reply, error="HTTP 503" if failed else None)))
-
-    def poll(self, timeout=None):
-        done, self.done = self.done, []
-        return done
-
-    def in_flight(self):
-        return len(self.done)
-
-    def close(self):
-        pass
-
-
 def test_a_failing_judge_is_retried_then_its_items_are_unscored_not_dropped(tir_data, tmp_path):
     from eval.run_vllm import _judge_stage
     from eval.suites import load_suite
@@ -136,23 +112,21 @@ def test_a_failing_judge_is_retried_then_its_items_are_unscored_not_dropped(tir_
             line.update(judge_pending=True, score=None)
     run.records_path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     suite, judging = load_suite(settings), replace(settings, judge_model="same")
-    judge = FlakyJudge(failures=12, reply="B")  # every one of the 12 extractions fails once
+    judge = ScriptedBackend([None] * 12 + ["B"] * 12, as_message=True)  # each of the 12 extractions fails once
     _judge_stage(judging, suite, run, suite.tasks, judge, owned=False)
     records = run.records()
-    assert judge.sent == 24 and len(records) == 13
+    assert len(judge.sent) == 24 and not judge.replies and len(records) == 13
     extracted = [r for r in records if r["category"] != "ocr"]
     assert all(r["judge"]["reply"] == "B" == r["extracted"] and not r["judge_pending"] for r in extracted)
     assert any(r["score"] == 1.0 for r in extracted)  # "B" is the truth of some of them
     run.judgments_path.unlink()
-    judge = FlakyJudge(failures=100, reply="B")
+    judge = ScriptedBackend([None] * 24)
     _judge_stage(judging, suite, run, suite.tasks, judge, owned=False)
     unscored = [r for r in run.records() if r["category"] != "ocr"]
     assert len(unscored) == 12 and all(r["score"] is None for r in unscored)
     assert all("extraction failed after 2 attempt(s): HTTP 503" in r["score_error"] for r in unscored)
     assert run.judged() == {(r["id"], "tools") for r in unscored}  # a resumed run does not judge them again
-    sent = judge.sent
-    _judge_stage(judging, suite, run, suite.tasks, judge, owned=False)
-    assert judge.sent == sent
+    _judge_stage(judging, suite, run, suite.tasks, ScriptedBackend([]), owned=False)  # nothing is asked again
 
 
 def test_the_reference_policy_cannot_judge(tir_data, tmp_path):

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from eval.backends import Completion
 from eval.benchmarks.vtc_bench import scoring
 from eval.benchmarks.vtc_bench.scoring import (
     AGENT_RUNS,
@@ -32,6 +31,7 @@ from eval.benchmarks.vtc_bench.scoring import (
     tool_chain_reply,
     tool_chain_request,
 )
+from tests.eval.benchmarks.helpers import ScriptedBackend
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "vtc_bench_score_vectors.json").read_text(encoding="utf-8"))
 NUMBERS = {"A": "6", "B": "5", "C": "3", "D": "4"}
@@ -88,29 +88,6 @@ def test_judging_matches_the_reference_request_by_request():
         assert {r["messages"][0]["content"][0]["text"] for r in sent} == {expected["prompt"]}
 
 
-class ScriptedJudge:
-    """A backend that answers the suite's judge requests from a list (None: a failed request)."""
-    name = "scripted"
-
-    def __init__(self, replies):
-        self.replies, self.sent, self.done = list(replies), [], []
-
-    def submit(self, key, prompt, sampling):
-        self.sent.append((prompt.messages[0]["content"][0]["text"], sampling.temperature))
-        reply = self.replies.pop(0)
-        self.done.append((key, Completion(reply or "", error=None if reply is not None else "HTTP 500")))
-
-    def poll(self, timeout=None):
-        done, self.done = self.done, []
-        return done
-
-    def in_flight(self):
-        return len(self.done)
-
-    def close(self):
-        pass
-
-
 def test_the_suites_judge_stage_reaches_the_reference_verdicts():
     """The path a run takes (VtcBench.judge through a backend), on the reference's recorded judge exchanges."""
     from eval.benchmarks.vtc_bench import VtcBench
@@ -122,12 +99,12 @@ def test_the_suites_judge_stage_reaches_the_reference_verdicts():
         task = Task(str(row["index"]), row["question"], (), row["answer"], "vtc_bench",
                     meta={"row": {k: v for k, v in row.items() if k != "prediction"}})
         record = {"prediction": row["prediction"], "scores": {"official": None, "strict": 0.0}}
-        backend = ScriptedJudge(expected["replies"])
+        backend = ScriptedBackend(expected["replies"])
         ((_, fields),) = list(suite.judge([(task, record)], backend, JUDGE_MODEL, retries=1))
         hit = None if expected["all_attempts_failed"] else expected["hit"]
         assert fields["scores"]["official"] == (None if hit is None else float(hit)), row["index"]
-        assert not backend.replies and [t for _, t in backend.sent] == expected["temperatures"]
-        assert {text for text, _ in backend.sent} == {expected["prompt"]}
+        assert not backend.replies and [s.temperature for _, s in backend.sent] == expected["temperatures"]
+        assert {p.messages[0]["content"][0]["text"] for p, _ in backend.sent} == {expected["prompt"]}
 
 
 def test_judge_request_is_the_reference_payload():
