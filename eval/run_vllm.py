@@ -73,10 +73,10 @@ def _explicit_fields(argv: list[str]) -> set[str]:
     names = {f.name for f in fields(EvalConfig)}
     given = {a[2:].split("=")[0].replace("-", "_") for a in argv if a.startswith("--")}
     for k, arg in enumerate(argv):
-        path = arg.split("=", 1)[1] if arg.startswith("--config=") else argv[k + 1] if arg == "--config" and k + 1 < len(argv) else None
-        if path:
+        if arg.startswith("--config=") or (arg == "--config" and k + 1 < len(argv)):
             import yaml
 
+            path = arg.split("=", 1)[1] if "=" in arg else argv[k + 1]
             given |= set((yaml.safe_load(Path(path).read_text()) or {}).keys())
     return names & given
 

@@ -148,8 +148,10 @@ class Episode:
         ids = self._call_ids(parsed.calls)
         recorded = [tool_call(i, c.name, c.arguments_json()) for i, c in zip(ids, parsed.calls) if c.parsed]
         self.trajectory.add("assistant", parsed.content, **({"tool_calls": recorded} if recorded else {}))
-        if truncated and harness is None:  # a harness takes a cut reply as it comes, as its servers do
+        if truncated and harness is None:
             return self._finish(Stop.TRUNCATED)
+        if truncated:  # a harness takes a cut reply as it comes, as its servers do; the record still says so
+            self.trajectory.meta.setdefault("truncated_turns", []).append(self.turns)
         if nudge is not None:
             if parsed.calls:
                 raise EpisodeError("a harness may only nudge after a reply without calls, or drop the reply")
