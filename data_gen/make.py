@@ -31,6 +31,7 @@ from data_gen.rl import TRL_COLUMNS, TRL_FEATURES, VERL_COLUMNS, VERL_FEATURES, 
 from data_gen.sample import audit  # noqa: E402
 from data_gen.sft import FORMS, agentic_row, direct_row  # noqa: E402
 from data_gen.tasks import get_task  # noqa: E402
+from runtime import cli  # noqa: E402
 from runtime.trajectory import image_key  # noqa: E402
 
 PILOT_SIZES = (1000, 5000, 10000, 15000)
@@ -118,7 +119,7 @@ def task_options(parser: argparse.ArgumentParser, pairs: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     pilot = sub.add_parser("pilot", help="TIR-Bench's pilot: rotated OCR, 15k train (1k/5k/10k prefixes) + test")
     pilot.add_argument("--n", type=int, default=max(PILOT_SIZES))
@@ -183,4 +184,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.run(main))

@@ -160,7 +160,7 @@ class EvalLoop:
         else:
             try:
                 episode.submit(completion.reply, completion.prompt_tokens, completion.completion_tokens,
-                               completion.truncated)
+                               completion.truncated, completion.stop)
             except Exception as err:  # noqa: BLE001 - a reply the backend garbled ends that episode only
                 episode.fail(f"could not record the reply: {type(err).__name__}: {err}")
         if episode.state is State.RUNNING_TOOLS:

@@ -89,6 +89,8 @@ def _stats(records: list[dict], mode: str) -> dict:
         "accuracy": sum(r.get("score") or 0.0 for r in records) / n,
         "unscored": sum(r.get("score") is None for r in records),
         "errors": sum(r.get("stop_reason") == "error" for r in records),
+        # a reply with neither a call nor the answer tag its protocol requires
+        "format_failures": sum(r.get("stop_reason") == "no_answer" for r in records),
         **process,
         "turns_mean": sum(k * v for k, v in turns.items()) / n,
         "turns_distribution": {str(k): turns[k] for k in sorted(turns)},  # string keys: as JSON reads them back
@@ -141,9 +143,9 @@ def _markdown(summary: dict, records: list[dict], config: dict) -> str:
                       _num(o["calls_per_episode"]), _num(o["chain_length_mae"]), _pct(o["tool_efficiency"]),
                       _num(o["overthink"])] for m, o in overall.items()])
     lines += ["", "## Cost and failures", ""]
-    lines += _table(["mode", "turns/episode", "errors", "unscored", "mean latency (s)", "prompt tokens",
-                     "completion tokens"],
-                    [[m, _num(o["turns_mean"]), o["errors"], o["unscored"], _num(o["latency_s_mean"]),
+    lines += _table(["mode", "turns/episode", "errors", "format failures", "unscored", "mean latency (s)",
+                     "prompt tokens", "completion tokens"],
+                    [[m, _num(o["turns_mean"]), o["errors"], o["format_failures"], o["unscored"], _num(o["latency_s_mean"]),
                       o["prompt_tokens"], o["completion_tokens"]] for m, o in overall.items()])
     lines += ["", "## Accuracy per category", ""]
     header = ["category", *(f"{column} ({mode})" for mode in modes for column in ("accuracy", "n"))]

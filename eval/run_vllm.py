@@ -8,29 +8,37 @@
 
 Without --model, a GPU machine evaluates Qwen/Qwen2.5-VL-7B-Instruct; a machine without one builds a tiny
 random-weight model and runs a small smoke evaluation through the real vLLM CPU engine. Every flag is a
-field of `eval.config.EvalConfig` (`--help` lists them).
+field of `eval.config.EvalConfig` (`--help` lists them). A setting, file or model that cannot work is a message
+and exit status 2 (`--debug` adds the traceback). The engines and every other process a run starts end with it,
+however it ends (runtime/lifecycle.py).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
-import re
-import sys
-import time
-from dataclasses import MISSING, fields, replace
-from pathlib import Path
+if __name__ == "__main__":  # first, while this process is small: nothing the run starts will outlive it
+    from runtime.lifecycle import supervise
 
-from eval.backends import Sampling
-from eval.config import GPU_DEFAULT_MODEL, NO_JUDGE, SMOKE_MODEL, SUITES, EvalConfig, smoke_model_dir
-from eval.forcing import ForcedReplies
-from eval.loop import EvalLoop, Finished
-from eval.presets import get_preset, preset_for
-from eval.report import write_report
-from eval.rundir import RunDir, merge
-from eval.suites import Suite, Task, load_suite
-from runtime.profiles import Budgets
+    supervise()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from dataclasses import MISSING, fields, replace  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from eval.backends import Sampling  # noqa: E402
+from eval.config import GPU_DEFAULT_MODEL, NO_JUDGE, SMOKE_MODEL, SUITES, EvalConfig, smoke_model_dir  # noqa: E402
+from eval.forcing import ForcedReplies  # noqa: E402
+from eval.loop import EvalLoop, Finished  # noqa: E402
+from eval.presets import get_preset, preset_for  # noqa: E402
+from eval.report import write_report  # noqa: E402
+from eval.rundir import RunDir, merge  # noqa: E402
+from eval.suites import Suite, Task, load_suite  # noqa: E402
+from runtime import cli  # noqa: E402
+from runtime.profiles import Budgets  # noqa: E402
 
 SMOKE_DEFAULTS = dict(tools="both", force_tool_calls=2, max_tokens=96, max_images=4, max_pixels=0, max_model_len=4096,
                       dtype="float32", max_active=64)
@@ -46,23 +54,19 @@ SMOKE_BANNER = (f"No --model and no GPU: evaluating '{SMOKE_MODEL}', a tiny RAND
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        if argv and argv[0] in ("merge", "report"):
-            return _merge_or_report(argv[0], argv[1:])
-        evaluate(resolve(parse(argv)))
-    except (ValueError, FileNotFoundError) as err:  # a setting, a dataset or a run directory the user must fix
-        if os.environ.get("TIRLAB_DEBUG"):
-            raise
-        print(f"error: {err}\n(TIRLAB_DEBUG=1 shows where it was raised)", file=sys.stderr)
-        return 2
+    """The command line; a setting, a dataset or a run directory the user must fix is a message and status 2."""
+    return cli.run(_main, argv)
+
+
+def _main(argv: list[str]) -> int:
+    if argv and argv[0] in ("merge", "report"):
+        return _merge_or_report(argv[0], argv[1:])
+    evaluate(resolve(parse(argv)))
     return 0
 
 
 def parse(argv: list[str]) -> EvalConfig:
-    from trl import TrlParser
-
-    (config,) = TrlParser((EvalConfig,)).parse_args_and_config(argv)
+    (config,) = cli.parse_trl((EvalConfig,), argv)
     config.explicit = _explicit_fields(argv)
     return config
 
@@ -115,6 +119,7 @@ def evaluate(config: EvalConfig, backend=None) -> list[dict]:
     closes), instead of the one the configuration names."""
     if config.model == SMOKE_MODEL:
         print(SMOKE_BANNER, flush=True)
+    _check_models(config, backend)
     suite = load_suite(config)
     config = _with_suite_defaults(config, suite)
     sampling = Sampling(max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p,
@@ -190,6 +195,15 @@ def evaluate(config: EvalConfig, backend=None) -> list[dict]:
     else:
         print(f"shard {config.shard} done; after every shard: python eval/run_vllm.py merge {config.out}")
     return records
+
+
+def _check_models(config: EvalConfig, backend) -> None:
+    """The models this run will load, before anything loads: a name that is neither a checkpoint folder nor a
+    model this machine can fetch would otherwise fail deep in vLLM, after the run directory exists."""
+    if backend is None and config.backend in ("vllm", "hf") and config.model != SMOKE_MODEL:
+        cli.check_model(config.model)
+    if config.judge_model not in (None, NO_JUDGE, "same") and not config.judge_base_url:  # a vLLM engine of its own
+        cli.check_model(config.judge_model, "--judge_model")
 
 
 def _with_suite_defaults(config: EvalConfig, suite: Suite) -> EvalConfig:

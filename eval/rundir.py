@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from runtime.trajectory import drop_partial_line
+from runtime.trajectory import drop_partial_line, json_line
 
 # configuration keys that may differ between a run and its resumption (they do not change results)
 RESUMABLE = ("shard", "max_active", "concurrency", "timeout_s", "retries", "overwrite", "versions", "limit",
@@ -137,7 +137,7 @@ def merge(path: str | Path) -> list[dict]:
             merged = run.path / f"{kind}.jsonl"
             earlier = list(read_records(merged)) if merged.exists() else []
             lines = earlier + [r for f in files for r in read_records(f)]
-            _write_atomic(merged, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines))
+            _write_atomic(merged, "".join(json_line(r) for r in lines))
             for shard in files:
                 shard.unlink()
     return run.records()
@@ -145,7 +145,7 @@ def merge(path: str | Path) -> list[dict]:
 
 def _append_line(path: Path, entry: dict) -> None:
     with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        out.write(json_line(entry))
         out.flush()
         os.fsync(out.fileno())
 

@@ -28,7 +28,7 @@ import numpy as np
 from runtime.harness import Nudge
 from runtime.profiles import Budgets, ModelProfile
 from runtime.protocols import Call, Observation, Prompt, Protocol, final_text
-from runtime.protocols.base import reply_text
+from runtime.protocols.base import Finish, capped, neutralised
 from runtime.trajectory import Trajectory, image, text, tool_call
 from tools.images import DEFAULT_MAX_PIXELS, to_array
 
@@ -42,7 +42,8 @@ class State(str, Enum):
 
 class Stop(str, Enum):
     ANSWER = "answer"  # the model gave <answer>...</answer>
-    FINAL_MESSAGE = "final_message"  # a reply without tool calls
+    FINAL_MESSAGE = "final_message"  # a reply without tool calls, taken as the answer
+    NO_ANSWER = "no_answer"  # a reply without a call or the answer tag its protocol requires: a format failure
     MAX_TURNS = "max_turns"
     MAX_TOOL_CALLS = "max_tool_calls"
     MAX_IMAGES = "max_images"
@@ -95,7 +96,7 @@ class Episode:
         system = system if system is not None else profile.system_prompt
         if system:
             trajectory.add("system", system)
-        trajectory.add("user", *[image(i) for i in indices], question + profile.question_suffix)
+        trajectory.add("user", *[image(i) for i in indices], neutralised(question, tags=False) + profile.question_suffix)
         return cls(profile, trajectory, budgets or profile.budgets, max_pixels=max_pixels, _scratch=scratch)
 
     @property
@@ -130,20 +131,26 @@ class Episode:
         return self.protocol.render(replace(self.trajectory, tools=[]))
 
     def submit(self, completion: str | dict, prompt_tokens: int | None = None, completion_tokens: int | None = None,
-               truncated: bool = False) -> list[PendingCall]:
-        """Record the model's reply; returns the calls to run (the episode is then RUNNING_TOOLS) or []."""
+               truncated: bool = False, stop: str | None = None) -> list[PendingCall]:
+        """Record the model's reply; returns the calls to run (the episode is then RUNNING_TOOLS) or [].
+        `truncated` and `stop` say why generation ended: at the token limit, or on the stop string `stop`
+        (which servers strip from the text); neither: at the model's own end of turn."""
         self._expect(State.GENERATING)
-        parsed = self.protocol.parse(completion)
+        parsed = self.protocol.parse(completion, Finish(truncated, stop))
+        parsed = replace(parsed, calls=capped(list(parsed.calls), self.profile.max_calls_per_turn))
+        reply, _ = self.protocol.own_turn(completion)
+        if parsed.past_turn:
+            self.trajectory.meta.setdefault("text_past_end_of_turn", []).append(parsed.past_turn)
         harness = self.profile.harness
         if not self._tools_shown or (harness is not None and harness.unreadable_calls_are_text
                                      and any(not call.parsed for call in parsed.calls)):
-            parsed = replace(parsed, content=reply_text(completion), calls=())  # calls that are only text
+            parsed = replace(parsed, content=reply, calls=())  # calls that are only text
         self.turns += 1
         if prompt_tokens is not None:
             self.context_tokens = prompt_tokens + (completion_tokens or 0)
-        nudge = None if harness is None else harness.after_reply(self, reply_text(completion), bool(parsed.calls))
+        nudge = None if harness is None else harness.after_reply(self, reply, bool(parsed.calls))
         if nudge is not None and not nudge.keep_reply:
-            self.trajectory.meta.setdefault("dropped_replies", []).append(reply_text(completion))
+            self.trajectory.meta.setdefault("dropped_replies", []).append(reply)
             return self._nudge(nudge)
         ids = self._call_ids(parsed.calls)
         recorded = [tool_call(i, c.name, c.arguments_json()) for i, c in zip(ids, parsed.calls) if c.parsed]
@@ -159,6 +166,8 @@ class Episode:
         if parsed.answer is not None and (not parsed.calls or self.profile.answer_with_calls == "answer"):
             self.answer = parsed.answer
             return self._finish(Stop.ANSWER)
+        if not parsed.calls and self.profile.answer_tag_required:
+            return self._finish(Stop.NO_ANSWER)
         if not parsed.calls:
             self.answer = final_text(self.trajectory)
             return self._finish(Stop.FINAL_MESSAGE)
@@ -182,6 +191,9 @@ class Episode:
         note, stop = self.profile.harness.after_tools(self) if self.profile.harness else ("", False)
         for pending in self.pending:
             observation = results[pending.id]
+            # tool output, code output, errors, echoed arguments and file names come from outside the model:
+            # none of it may render as a token of the chat template
+            observation = replace(observation, text=neutralised(observation.text))
             tool_call_id = pending.id if pending.call.parsed else None
             parts = self.protocol.observation_parts(observation) + ([text(note)] if note else [])
             self.trajectory.add("tool", *parts, tool_call_id=tool_call_id, name=pending.call.name,
@@ -208,7 +220,7 @@ class Episode:
             raise EpisodeError(f"a follow-up needs an answered episode; this one stopped on {self.stop_reason.value}")
         self.trajectory.meta.setdefault("answers", []).append(self.answer)
         indices = [self.add_image(picture) for picture in images]
-        self.trajectory.add("user", *[image(i) for i in indices], question)
+        self.trajectory.add("user", *[image(i) for i in indices], neutralised(question, tags=False))
         self.state, self.stop_reason, self.answer = State.GENERATING, None, None
 
     def add_image(self, picture) -> int:
@@ -274,7 +286,7 @@ def run_episodes(episodes: Sequence[Episode], generate: Generate, toolbox) -> No
     """Drive episodes to DONE: each round generates for every episode that waits for the model in one
     `generate` call, then runs every pending tool call in one `toolbox.run`. `generate` returns, per
     prompt, a completion (str or reply dict) or a dict {"completion": ..., "prompt_tokens": ...,
-    "completion_tokens": ..., "truncated": ...}; an exception it raises fails those episodes, not the run."""
+    "completion_tokens": ..., "truncated": ..., "stop": ...}; an exception it raises fails those episodes, not the run."""
     try:
         while True:
             waiting = [e for e in episodes if e.state in (State.PENDING, State.GENERATING)]
@@ -293,7 +305,8 @@ def run_episodes(episodes: Sequence[Episode], generate: Generate, toolbox) -> No
                 try:
                     if isinstance(output, dict) and "completion" in output:
                         episode.submit(output["completion"], output.get("prompt_tokens"),
-                                       output.get("completion_tokens"), bool(output.get("truncated")))
+                                       output.get("completion_tokens"), bool(output.get("truncated")),
+                                       output.get("stop"))
                     else:
                         episode.submit(output)
                 except Exception as err:  # noqa: BLE001 - a reply the backend garbled ends that episode only

@@ -1,16 +1,22 @@
 """Per-model settings: which protocol a model speaks, how it gives boxes, what it stops on, the prompts
 and tools it was trained with, and its budgets. A profile is data that `Episode` and `ToolBox` read.
 
-| profile | protocol | boxes |
-|---|---|---|
-| qwen2_5_vl | hermes, tools in the system prompt (its multimodal template has none) | pixels, min side 28 |
-| qwen3_vl | hermes, tools through the native template | 0-1000, min side 32 |
-| deepeyes | hermes, DeepEyes' own system prompt and turn reminder, first call of a turn only | pixels, min side 28 |
-| thyme | `<code>`, output inside the assistant turn, stops on `</code>` | - |
-| pyvision | `<code>`, output as an `<interpreter>` user turn | - |
-| agentic_mme_gen | `<code>`, Agentic-MME's Gen mode; calls win over an answer in the same turn | - |
-| openai | OpenAI function calling; tool images in a user message | tool set's own |
-| visualtoolbench | OpenAI function calling with `python_image_processing` | - |
+| profile | protocol | boxes | calls run per turn | a reply with no call and no `<answer>` |
+|---|---|---|---|---|
+| qwen2_5_vl | hermes, tools in the system prompt (its multimodal template has none) | pixels, min side 28 | all | the answer |
+| qwen3_vl | hermes, tools through the native template | 0-1000, min side 32 | all | the answer |
+| deepeyes | hermes, DeepEyes' own system prompt and turn reminder | pixels, min side 28 | the first | no answer |
+| thyme | `<code>`, output inside the assistant turn, stops on `</code>` | - | the first block | the answer |
+| pyvision | `<code>`, output as an `<interpreter>` user turn | - | the first block | the answer |
+| agentic_mme_gen | `<code>`, Agentic-MME's Gen mode; calls win over an answer in the same turn | - | all | no answer |
+| openai | OpenAI function calling; tool images in a user message | tool set's own | all | the answer |
+| visualtoolbench | OpenAI function calling with `python_image_processing` | - | all | the answer |
+
+"All" calls per turn follows Qwen's templates and vLLM's hermes parser, which read every `<tool_call>` of a
+reply (parallel calls); DeepEyes' harness runs the first. A reply with neither a call nor an answer is the
+answer where the published harness takes the final message (Qwen's, TIR-Bench's raw responses), and no
+answer where the protocol requires the answer tag (DeepEyes, Agentic-MME): the episode stops on `no_answer`
+and reports count it as a format failure.
 """
 
 from __future__ import annotations
@@ -117,10 +123,14 @@ class ModelProfile:
     budgets: Budgets = field(default_factory=Budgets)
     answer_with_calls: str = "answer"  # a reply with both an answer and calls: "answer" ends it, "calls" runs them
     harness: Harness | None = None  # a benchmark's own loop (notes, nudges, rounds without tools), if any
+    max_calls_per_turn: int | None = None  # calls of a reply beyond it are answered with an error, not run
+    answer_tag_required: bool = False  # a reply without a call or <answer> has no answer (else it is the answer)
 
     def __post_init__(self):
         if self.answer_with_calls not in ("answer", "calls"):
             raise ValueError(f"answer_with_calls must be 'answer' or 'calls', got {self.answer_with_calls!r}")
+        if self.max_calls_per_turn is not None and self.max_calls_per_turn < 1:
+            raise ValueError(f"max_calls_per_turn must be at least 1 (or None: no cap), got {self.max_calls_per_turn}")
 
     @classmethod
     def of(cls, model: "ModelProfile | Protocol") -> "ModelProfile":
@@ -134,11 +144,11 @@ PROFILES: dict[str, ModelProfile] = {p.name: p for p in (
     ModelProfile("qwen3_vl", HermesProtocol(tools_in="template", stop=QWEN_STOP),
                  BoxConvention("norm1000", "clamp", 32)),
     ModelProfile("deepeyes", HermesProtocol(name="hermes-deepeyes", tools_in="system", stop=QWEN_STOP,
-                                            max_calls_per_turn=1, response_prefix="<tool_response>",
-                                            response_suffix="</tool_response>", observation_suffix=DEEPEYES_TURN,
-                                            tools_prompt=DEEPEYES_SYSTEM, verbatim=True),
+                                            response_prefix="<tool_response>", response_suffix="</tool_response>",
+                                            observation_suffix=DEEPEYES_TURN, tools_prompt=DEEPEYES_SYSTEM,
+                                            verbatim=True, open_calls_run=False),
                  BoxConvention("pixels", "clamp", 28), question_suffix=DEEPEYES_TURN, toolset="deepeyes",
-                 budgets=Budgets(max_turns=11)),
+                 budgets=Budgets(max_turns=11), max_calls_per_turn=1, answer_tag_required=True),
     ModelProfile("thyme", CodeProtocol(name="thyme", style="thyme", first_block_only=True,
                                        stop=("</code>", "</answer>", "<|im_end|>")),
                  system_prompt=CODE_SYSTEM, code_tool="thyme", budgets=Budgets(max_turns=5)),
@@ -147,7 +157,8 @@ PROFILES: dict[str, ModelProfile] = {p.name: p for p in (
                  system_prompt=CODE_SYSTEM, code_tool="pyvision"),
     ModelProfile("agentic_mme_gen", CodeProtocol(name="agentic_mme_gen", style="plain"),
                  system_prompt=AMME_GEN_SYSTEM, code_tool="agentic_mme_gen",
-                 budgets=Budgets(max_turns=15, max_tool_calls=15), answer_with_calls="calls"),
+                 budgets=Budgets(max_turns=15, max_tool_calls=15), answer_with_calls="calls",
+                 answer_tag_required=True),
     ModelProfile("openai", OpenAIProtocol(tool_images="user")),
     ModelProfile("visualtoolbench", OpenAIProtocol(name="openai-visualtoolbench", tool_images="user"),
                  code_tool="python_image_processing"),

@@ -157,6 +157,18 @@ def load_image(key: str, image_dir: str | Path) -> np.ndarray:
     return array
 
 
+def json_line(value) -> str:
+    """One JSON line, as UTF-8 text where it can be. Text with a lone surrogate (a model's reply or a tool's
+    output can hold one) cannot be encoded as UTF-8, so that line is written ASCII-escaped, which JSON reads
+    back exactly: nothing a trajectory holds stops it from being written."""
+    line = json.dumps(value, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(value)
+    return line + "\n"
+
+
 def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], image_dir: str | Path | None = None,
                 append: bool = False) -> int:
     """Write trajectories as JSON lines, images under `image_dir` (default: `images/` beside the file).
@@ -170,7 +182,7 @@ def write_jsonl(path: str | Path, trajectories: Iterable[Trajectory], image_dir:
     count = 0
     with open(path, "a" if append else "w", encoding="utf-8") as f:
         for trajectory in trajectories:
-            f.write(json.dumps(trajectory.to_dict(image_dir), ensure_ascii=False) + "\n")
+            f.write(json_line(trajectory.to_dict(image_dir)))
             f.flush()
             count += 1
     return count

@@ -1,10 +1,10 @@
 """`python -m tools list [--toolset NAME] [--json | --markdown [--update FILE]]`."""
 
-import argparse
 import json
 import re
 import sys
 
+from runtime import cli
 from tools.registry import REGISTRY
 from tools.toolsets import TOOLSETS, get_toolset
 
@@ -56,7 +56,7 @@ def plain(toolset_name: str) -> str:
 def update_file(path: str, table: str) -> None:
     text = open(path, encoding="utf-8").read()
     if BEGIN not in text or END not in text:
-        sys.exit(f"{path} has no {BEGIN} ... {END} markers to replace")
+        raise ValueError(f"{path} has no {BEGIN} ... {END} markers to replace")
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     with open(path, "w", encoding="utf-8") as f:
@@ -64,7 +64,7 @@ def update_file(path: str, table: str) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tools", description="tirlab image tools")
+    parser = cli.ArgumentParser(prog="python -m tools", description="tirlab image tools")
     sub = parser.add_subparsers(dest="command", required=True)
     show = sub.add_parser("list", help="print a tool set")
     show.add_argument("--toolset", default="default", choices=sorted(TOOLSETS), help="which tool set (default: %(default)s)")
@@ -77,12 +77,16 @@ def main(argv=None) -> None:
         parser.error("--update needs --markdown")
     if args.json:
         print(json.dumps(get_toolset(args.toolset).schemas(), indent=2))
+    elif args.update:
+        try:
+            update_file(args.update, markdown(args.toolset))
+        except ValueError as err:  # the file has no markers
+            parser.error(str(err))
     elif args.markdown:
-        table = markdown(args.toolset)
-        update_file(args.update, table) if args.update else print(table)
+        print(markdown(args.toolset))
     else:
         print(plain(args.toolset))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.run(main))

@@ -31,7 +31,7 @@ def load_sft_dataset(name: str, mode: str, split: str = "train", config: str | N
         name = str(Path(name) / mode)
     try:
         dataset = _load(name, config, split)
-    except (FileNotFoundError, ValueError) as err:  # missing path/repo, unknown split
+    except (FileNotFoundError, ValueError, ConnectionError) as err:  # missing path/repo, unknown split, offline
         raise ValueError(f"cannot load split {split!r} of dataset {name!r}: {err}. Give a data_gen export "
                          f"(python data_gen/make.py pilot --out data/pilot) or a Hub dataset with `messages` and "
                          f"`images` columns") from err

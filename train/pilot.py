@@ -24,7 +24,13 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+if __name__ == "__main__":  # first, while this process is small: the evaluation it runs ends with it
+    from runtime.lifecycle import supervise
+
+    supervise()
+
 from eval.config import TOOL_MODES  # noqa: E402
+from runtime import cli  # noqa: E402
 from train.sft import MERGED, RUN_RECORD  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,7 +144,7 @@ def markdown(summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs_dir", type=Path, help="the folder holding the sweep's runs (one folder per run)")
     parser.add_argument("--per_task", type=int, default=500, help="held-out rotated-OCR tasks per run")
     args, eval_args = parser.parse_known_args(argv)
@@ -156,4 +162,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.run(main))

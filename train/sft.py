@@ -27,6 +27,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 
+from runtime import cli  # noqa: E402
 from train.config import SFTScriptArguments, ToolSFTConfig  # noqa: E402
 from train.data import SFTEncoder, collate, encoded, load_sft_dataset  # noqa: E402
 
@@ -68,6 +69,7 @@ def build_trainer(script_args: SFTScriptArguments, training_args: ToolSFTConfig,
         raise ValueError("--dataset_name is required: a data_gen export (data/pilot) or a Hub dataset")
     if not model_args.model_name_or_path:
         raise ValueError("--model_name_or_path is required (e.g. Qwen/Qwen2.5-VL-7B-Instruct)")
+    cli.check_model(model_args.model_name_or_path, "--model_name_or_path", model_args.model_revision)
     check_loggers(training_args.report_to)
     set_seed(training_args.seed)
     limits = {"max_pixels": training_args.max_pixels} if training_args.max_pixels else {}
@@ -145,11 +147,10 @@ def merge_lora(output: Path, model_args, processor) -> None:
 
 
 def parse(argv: list[str] | None = None):
-    from trl import ModelConfig, TrlParser
+    from trl import ModelConfig
 
-    parser = TrlParser((SFTScriptArguments, ToolSFTConfig, ModelConfig))
-    return parser.parse_args_and_config(args=argv)
+    return cli.parse_trl((SFTScriptArguments, ToolSFTConfig, ModelConfig), sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":
-    main(*parse())
+    sys.exit(cli.run(lambda argv: main(*parse(argv)), debug_takes_values=True))  # transformers' --debug VALUE

@@ -51,6 +51,7 @@ class Completion:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     truncated: bool = False  # stopped by max_tokens mid-reply
+    stop: str | None = None  # the stop string that ended it (stripped from the text); None: the end of turn
     latency_s: float = 0.0  # from submit to completion
     error: str | None = None  # the request failed for good (after retries); the episode ends with it
 

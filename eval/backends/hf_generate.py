@@ -69,12 +69,13 @@ class HFGenerateBackend:
             tokens = [t for t in output[row, width:].tolist() if t != pad]
             ended = bool(tokens) and tokens[-1] in eos
             text = self.processor.tokenizer.decode(tokens, skip_special_tokens=True)
-            stopped = [s for s in prompt.stop if s in text]
-            for stop in stopped:  # servers strip the stop string; so does this backend
+            stop = min((s for s in prompt.stop if s in text), key=text.index, default=None)
+            if stop is not None:  # servers strip the stop string that ended the reply; so does this backend
                 text = text[:text.index(stop)]
             prompt_tokens = int(inputs["attention_mask"][row].sum())
             done.append((key, Completion(text, prompt_tokens, len(tokens),
-                                         truncated=not ended and not stopped and len(tokens) >= sampling.max_tokens,
+                                         truncated=not ended and stop is None and len(tokens) >= sampling.max_tokens,
+                                         stop=stop,
                                          latency_s=time.perf_counter() - submitted)))
         return done
 

@@ -204,7 +204,15 @@ class OpenAIHTTPBackend:
         reply = {"content": message.get("content"), "tool_calls": message.get("tool_calls") or []}
         return Completion(_as_text(message) if self.text_replies else reply, prompt_tokens=prompt_tokens,
                           completion_tokens=completion_tokens, truncated=choice.get("finish_reason") == "length",
+                          stop=_stop_string(choice, prompt),
                           latency_s=latency)
+
+
+def _stop_string(choice: dict, prompt: Prompt) -> str | None:
+    """The stop string that ended the reply: vLLM's servers name it in `stop_reason`. Servers that do not
+    name it leave it unknown, and a block left open counts as unclosed (never run), the safe reading."""
+    reason = choice.get("stop_reason")
+    return reason if choice.get("finish_reason") == "stop" and isinstance(reason, str) and reason in prompt.stop else None
 
 
 def _as_text(message: dict) -> str:

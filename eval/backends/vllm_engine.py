@@ -259,6 +259,7 @@ class VLLMEngineBackend:
         generated = output.outputs[0]
         return Completion(generated.text, prompt_tokens=len(output.prompt_token_ids or ()),
                           completion_tokens=len(generated.token_ids), truncated=generated.finish_reason == "length",
+                          stop=generated.stop_reason if isinstance(generated.stop_reason, str) else None,
                           latency_s=time.perf_counter() - self._submitted.pop(output.request_id))
 
     @staticmethod

@@ -33,6 +33,21 @@ class Parsed:
     content: str  # the assistant text the trajectory keeps
     calls: tuple[Call, ...] = ()
     answer: str | None = None  # the text inside <answer>...</answer>, when present
+    past_turn: str = ""  # text the model wrote after its own end of turn: dropped, kept for the record
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Why a generation ended, as the backend reports it: at the token limit (`length`), on a stop string
+    that servers strip from the text (`stop` names it), or else at the model's own end of turn. A block
+    left open at the end is closed only by its own closing tag as the stop string."""
+
+    length: bool = False
+    stop: str | None = None
+
+
+END_OF_TURN = Finish()
+TURN_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")  # Qwen's; templates of other models add theirs
 
 
 @dataclass(frozen=True)
@@ -63,14 +78,22 @@ class Protocol:
 
     name: str = ""
     stop: tuple[str, ...] = ()
-    max_calls_per_turn: int | None = None  # calls beyond it are answered with an error, not run
     images_first: bool = True  # a tool message shows its images before its text (Qwen's tool turns), or after
+    end_of_turn: tuple[str, ...] = TURN_MARKERS  # a reply ends at the first of these, whatever follows
 
     def render(self, trajectory: Trajectory) -> Prompt:
         raise NotImplementedError
 
-    def parse(self, completion: str | dict) -> Parsed:
+    def parse(self, completion: str | dict, finish: Finish = END_OF_TURN) -> Parsed:
         raise NotImplementedError
+
+    def own_turn(self, completion: str | dict) -> tuple[str, str]:
+        """The reply up to the model's own end of turn, and what it wrote past it: a model that runs on
+        past `<|im_end|>` (a server that does not stop on it, a template that does not end there) would
+        otherwise write the next turn itself, tool results included. Any other control token it spelled
+        out (`<|image_pad|>`, ...) is neutralised, so that the next prompt does not render it as one."""
+        own, past = split_turn(reply_text(completion), self.end_of_turn)
+        return neutralised(own, tags=False), past
 
     def observation_parts(self, observation: Observation) -> list[dict]:
         """Canonical content of a tool message: images first, then text (as Qwen's tool turns show them),
@@ -123,8 +146,8 @@ def _finite(literal: str) -> float:
 
 
 def last_tag(content: str, tag: str) -> str | None:
-    """The text of the last `<tag>...</tag>`; an unclosed tag at the very end counts (generation stopped
-    on the closing tag, which servers strip)."""
+    """The text of the last `<tag>...</tag>` in a final text (scorers read answers with it); an unclosed
+    tag at the very end counts."""
     closed = re.findall(rf"<{tag}>(.*?)</{tag}>", content, re.S)
     if closed:
         return closed[-1].strip()
@@ -132,6 +155,96 @@ def last_tag(content: str, tag: str) -> str | None:
     if start >= 0 and f"</{tag}>" not in content[start:]:
         return content[start + len(tag) + 2:].strip()
     return None
+
+
+def split_turn(text: str, markers: tuple[str, ...]) -> tuple[str, str]:
+    cut = min((k for k in (text.find(m) for m in markers) if k >= 0), default=-1)
+    return (text, "") if cut < 0 else (text[:cut], text[cut:])
+
+
+@dataclass(frozen=True)
+class Block:
+    """One top-level block of a reply (`<code>`, `<tool_call>`): where its body is, and whether its closing
+    tag was written (or ended the generation as a stop string)."""
+
+    start: int
+    body: str
+    end: int
+    closed: bool
+
+
+@dataclass(frozen=True)
+class Reading:
+    text: str  # the reply, with a closing tag that ended generation as a stop string written back
+    blocks: tuple[Block, ...]
+    answer: str | None
+    outside: str  # the text around the blocks
+
+
+def read_reply(text: str, opener: str | None, closer: str | None, finish: Finish, find_close=None) -> Reading:
+    """A reply read left to right as written. Inside an `<answer>` only `</answer>` ends it (a `<code>` or
+    `<tool_call>` quoted in an answer is text); inside a block only its own closing tag does (an `<answer>`
+    in code is not one). The answer is the last closed one; an unclosed one counts when `</answer>` was the
+    stop string that ended generation. `find_close(text, body_start)` finds a block's closing tag (default:
+    the next `closer`). With no `opener`, only the answer is read."""
+    find_close = find_close or (lambda t, k: t.find(closer, k))
+    blocks: list[Block] = []
+    answers: list[str] = []
+    position = 0
+    while True:
+        at_answer, at_block = text.find("<answer>", position), text.find(opener, position) if opener else -1
+        if at_answer < 0 and at_block < 0:
+            break
+        if at_block < 0 or 0 <= at_answer < at_block:
+            body = at_answer + len("<answer>")
+            close = text.find("</answer>", body)
+            if close < 0:
+                if finish.stop == "</answer>" and not finish.length:
+                    answers.append(text[body:])
+                    text += "</answer>"
+                break
+            answers.append(text[body:close])
+            position = close + len("</answer>")
+        else:
+            body = at_block + len(opener)
+            close = find_close(text, body)
+            if close < 0:
+                stopped = finish.stop == closer and not finish.length
+                blocks.append(Block(at_block, text[body:], len(text) + (len(closer) if stopped else 0), stopped))
+                text += closer if stopped else ""
+                break
+            blocks.append(Block(at_block, text[body:close], close + len(closer), True))
+            position = close + len(closer)
+    pieces, cursor = [], 0
+    for block in blocks:
+        pieces.append(text[cursor:block.start])
+        cursor = block.end
+    outside = "".join(pieces) + text[cursor:]
+    return Reading(text, tuple(blocks), answers[-1].strip() if answers else None, outside)
+
+
+def unclosed_error(kind: str, closer: str, finish: Finish) -> str:
+    if finish.length:
+        return f"the reply reached the token limit inside this {kind}, so it was not run; keep it shorter"
+    return f"this {kind} was not closed, so it was not run; end it with {closer}"
+
+
+
+# Chat-template control tokens (`<|im_start|>`, `<|vision_start|>`, `<|image_pad|>`, ...) and the tags Qwen's
+# tokenizers add as single tokens. Text from outside the model's own turns must never render as one of them.
+_CONTROL = re.compile(r"<(?=\|[^<>|\s]{1,64}\|>)")
+_CONTROL_OR_TAG = re.compile(r"<(?=\|[^<>|\s]{1,64}\|>)|<(?=/?(?:tool_call|tool_response|think)>)")
+NEUTRAL = "<\u200b"  # "<" + zero-width space: reads the same, tokenizes as plain text
+
+
+def neutralised(text: str, tags: bool = True) -> str:
+    """`text` with every chat-template control token it spells (`<|...|>`) broken by a zero-width space
+    after its `<`; with `tags`, also the tags Qwen's tokenizers read as one token (`<tool_call>`,
+    `<tool_response>`, `<think>`), which a tool's output has no business writing but a question or a
+    model's own turn may."""
+    if "<" not in text:
+        return text
+    return (_CONTROL_OR_TAG if tags else _CONTROL).sub(NEUTRAL, text)
 
 
 def wire_parts(parts: list[dict], images: list[np.ndarray], out_images: list[np.ndarray]) -> list[dict]:

@@ -17,18 +17,48 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from runtime.protocols.base import Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, reply_text, wire_parts
+from runtime.protocols.base import (END_OF_TURN, Call, Finish, Parsed, Prompt, Protocol, merge_text, read_reply,
+                                    unclosed_error, wire_parts)
 from runtime.trajectory import Trajectory
 
 CODE_TOOL = "python"  # the call name code blocks get in the trajectory
-BLOCK = re.compile(r"<code>(.*?)(?:</code>|\Z)", re.S)
-FENCE = re.compile(r"^\s*```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)\n?[ \t]*```\s*$", re.S)
 STYLES = ("thyme", "pyvision", "plain")
+FENCE = re.compile(r"([ \t]*)(`{3,}|~{3,})[ \t]*([^\n]*)")  # a fence line: indent, fence, info string
+PYTHON = ("", "python", "py", "python3")  # the languages a fence may name (any case)
+ONE_BLOCK = "write one block: <code>\n```python\n...\n```\n</code>"
 
 
-def code_of(block: str) -> str:
-    fenced = FENCE.match(block)
-    return fenced.group(1) if fenced else block.strip("\n")
+def code_of(block: str) -> tuple[str, str | None]:
+    """The Python a `<code>` block holds, or why it holds none that may run. Unfenced code is taken as it
+    is; a fence may be ``` or ~~~, name python/py/python3 in any case with more info after it, and lack its
+    closing line (the block itself is closed). Fence lines never reach the interpreter."""
+    lines = block.replace("\r\n", "\n").split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    opening = FENCE.fullmatch(lines[0]) if lines else None
+    if opening is None:
+        if any(FENCE.fullmatch(line) for line in lines):
+            return "", f"the code has a ``` fence line inside it but does not start with one; {ONE_BLOCK}"
+        return "\n".join(lines), None
+    indent, fence, info = opening.groups()
+    language = re.match(r"[\w+-]*", info).group().lower()
+    if language not in PYTHON:
+        return "", f"only Python runs here, and this block is fenced as {fence}{language}; {ONE_BLOCK}"
+    code, rest = [], []
+    for k, line in enumerate(lines[1:], 1):
+        closing = FENCE.fullmatch(line)
+        if closing and closing.group(2)[0] == fence[0] and len(closing.group(2)) >= len(fence) and not closing.group(3).strip():
+            rest = lines[k + 1:]
+            break
+        if closing:
+            return "", f"a {closing.group(2)} fence line opens a second block inside this one; {ONE_BLOCK}"
+        code.append(line.removeprefix(indent))
+    if any(line.strip() for line in rest):
+        what = "another code block" if any(FENCE.fullmatch(line) for line in rest) else "text"
+        return "", f"this <code> block has {what} after its closing fence; {ONE_BLOCK}"
+    return "\n".join(code), None
 
 
 @dataclass(frozen=True)
@@ -41,29 +71,30 @@ class CodeProtocol(Protocol):
         if self.style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}, got {self.style!r}")
 
-    def parse(self, completion: str | dict) -> Parsed:
-        completion = self._closed(reply_text(completion))
-        matches = list(BLOCK.finditer(completion))
-        if self.first_block_only and matches:
-            matches = matches[:1]
-            completion = completion[: matches[0].end()]
-        calls = []
-        for match in matches:
-            code = code_of(match.group(1))
-            if code.strip():
-                calls.append(Call(CODE_TOOL, {"code": code}))
-            else:
-                calls.append(Call(CODE_TOOL, {"code": code}, "the <code> block is empty; put Python code inside it"))
-        outside = BLOCK.sub("", completion)  # an <answer> written inside code is not one
-        return Parsed(completion, capped(calls, self.max_calls_per_turn), last_tag(outside, "answer"))
+    def parse(self, completion: str | dict, finish: Finish = END_OF_TURN) -> Parsed:
+        """A block runs only when it is closed: by `</code>`, or by `</code>` as the stop string that ended
+        generation (servers strip it; the history shows it as generated). A block cut by the token limit
+        or left open, a fence in another language, two blocks in one and a nested `<code>` are format
+        errors the model reads instead of a result."""
+        text, past_turn = self.own_turn(completion)
+        reading = read_reply(text, "<code>", "</code>", finish)
+        blocks = reading.blocks
+        if self.first_block_only and blocks:
+            blocks = blocks[:1]
+            reading = read_reply(reading.text[:blocks[0].end], "<code>", "</code>", finish)
+        calls = [self._call(block, finish) for block in blocks]
+        return Parsed(reading.text, tuple(calls), reading.answer, past_turn)
 
-    def _closed(self, completion: str) -> str:
-        """Servers strip the stop string that ended a generation; the history must show it as generated."""
-        for tag in ("code", "answer"):
-            start = completion.rfind(f"<{tag}>")
-            if start >= 0 and f"</{tag}>" not in completion[start:] and f"</{tag}>" in self.stop:
-                return completion + f"</{tag}>"
-        return completion
+    @staticmethod
+    def _call(block, finish: Finish) -> Call:
+        if not block.closed:
+            return Call(CODE_TOOL, {"code": block.body}, unclosed_error("<code> block", "</code>", finish))
+        if "<code>" in block.body:
+            return Call(CODE_TOOL, {"code": block.body}, f"a <code> block cannot hold another <code>; {ONE_BLOCK}")
+        code, error = code_of(block.body)
+        if error is None and not code.strip():
+            error = "the <code> block is empty; put Python code inside it"
+        return Call(CODE_TOOL, {"code": code if error is None else block.body}, error)
 
     def render(self, trajectory: Trajectory) -> Prompt:
         images: list = []

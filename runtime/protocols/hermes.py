@@ -14,8 +14,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from runtime.protocols.base import (Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, read_json, reply_text,
-                                     wire_parts)
+from runtime.protocols.base import (END_OF_TURN, Call, Finish, Parsed, Prompt, Protocol, merge_text, read_json,
+                                    read_reply, unclosed_error, wire_parts)
 from runtime.trajectory import Trajectory, message_text
 
 TOOLS_HEADER = (
@@ -66,6 +66,9 @@ class HermesProtocol(Protocol):
     observation_suffix: str = ""  # text after the tool responses in the same user turn (DeepEyes' reminder)
     tools_prompt: str | None = None  # verbatim text in place of the generated tool list (DeepEyes' system prompt)
     verbatim: bool = False  # keep replies exactly as generated (harnesses that append the raw completion)
+    # a call left open at the end of the turn runs, as vLLM's hermes parser reads it; DeepEyes' harness
+    # reads only closed calls
+    open_calls_run: bool = True
 
     def __post_init__(self):
         if self.tools_in not in ("system", "template"):
@@ -111,56 +114,48 @@ class HermesProtocol(Protocol):
             message.pop("_tools", None)
         return Prompt(messages, images, stop=self.stop)
 
-    def parse(self, completion: str | dict) -> Parsed:
-        """Calls are read from every `<tool_call>` block. When all blocks parse, they leave the text and go
-        to `tool_calls` (the template writes them back); when one does not, or would not render back as
-        written but for whitespace (escaped quotes, duplicate keys, number spellings), or `verbatim` is set,
-        the text is kept exactly as generated, blocks included, and the renderer does not add them again."""
-        completion = reply_text(completion)
-        blocks = list(_blocks(completion))
-        calls = [_read_call(body) for _, _, body in blocks]
-        answer = last_tag(_outside(completion, blocks), "answer")  # an <answer> quoted in arguments is not one
-        if self.verbatim or not all(c.parsed and _canonical(c, body) for c, (_, _, body) in zip(calls, blocks)):
-            return Parsed(completion, capped(calls, self.max_calls_per_turn), answer)
+    def parse(self, completion: str | dict, finish: Finish = END_OF_TURN) -> Parsed:
+        """Calls are read from every `<tool_call>` block outside an answer. When all blocks parse, they leave
+        the text and go to `tool_calls` (the template writes them back); when one does not, or would not
+        render back as written but for whitespace (escaped quotes, duplicate keys, number spellings), or
+        `verbatim` is set, the text is kept exactly as generated, blocks included, and the renderer does
+        not add them again. A call cut by the token limit never runs."""
+        text, past_turn = self.own_turn(completion)
+        reading = read_reply(text, OPEN, CLOSE, finish, _close_of)
+        completion, blocks = reading.text, reading.blocks
+        calls = [self._call(block, finish) for block in blocks]
+        if self.verbatim or not all(c.parsed and c.error is None and _canonical(c, block.body)
+                                    for c, block in zip(calls, blocks)):
+            return Parsed(completion, tuple(calls), reading.answer, past_turn)
         kept, cursor = [], 0
-        for start, end, _ in blocks:
-            before = completion[cursor:start]
+        for block in blocks:
+            before = completion[cursor:block.start]
             kept.append(before[:-1] if before.endswith("\n") else before)  # the template writes this newline back
-            cursor = end
+            cursor = block.end
         tail = completion[cursor:]
         kept.append(tail if tail.strip() or not blocks else "")
-        return Parsed("".join(kept), capped(calls, self.max_calls_per_turn), answer)
+        return Parsed("".join(kept), tuple(calls), reading.answer, past_turn)
+
+    def _call(self, block, finish: Finish) -> Call:
+        call = _read_call(block.body)
+        if block.closed or (self.open_calls_run and not finish.length):
+            return call
+        return Call(call.name, None, unclosed_error("tool call", CLOSE, finish), parsed=False)
 
 
-def _blocks(text: str):
-    """(start, end, body) of each `<tool_call>...</tool_call>`; an unclosed block runs to the end. A
-    body whose JSON is cut by a closing tag inside a string extends to a later closing tag."""
-    position = 0
-    while (start := text.find(OPEN, position)) >= 0:
-        body_start = start + len(OPEN)
-        closes, search = [], body_start
-        while len(closes) < MAX_CLOSE_TRIES and (close := text.find(CLOSE, search)) >= 0:
-            closes.append(close)
-            search = close + len(CLOSE)
-        if not closes:
-            yield start, len(text), text[body_start:]
-            return
-        chosen = next((c for c in closes if _is_json(text[body_start:c])), closes[0])
-        yield start, chosen + len(CLOSE), text[body_start:chosen]
-        position = chosen + len(CLOSE)
+def _close_of(text: str, body_start: int) -> int:
+    """Where a call's closing tag is: the first one, or a later one (of the next few) when the JSON quotes
+    "</tool_call>" in a string and only ends there; -1 when there is none."""
+    closes, search = [], body_start
+    while len(closes) < MAX_CLOSE_TRIES and (close := text.find(CLOSE, search)) >= 0:
+        closes.append(close)
+        search = close + len(CLOSE)
+    return next((c for c in closes if _is_json(text[body_start:c])), closes[0] if closes else -1)
 
 
 def _canonical(call: Call, body: str) -> bool:
     rendered = call_block(call.name, call.arguments_json())[len(OPEN):-len(CLOSE)]
     return re.sub(r"\s", "", rendered) == re.sub(r"\s", "", body)
-
-
-def _outside(text: str, spans) -> str:
-    pieces, cursor = [], 0
-    for start, end, *_ in spans:
-        pieces.append(text[cursor:start])
-        cursor = end
-    return "".join(pieces) + text[cursor:]
 
 
 def _is_json(body: str) -> bool:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.protocols.base import (Call, Parsed, Prompt, Protocol, capped, last_tag, merge_text, read_json, reply_text,
-                                     wire_parts)
+from runtime.protocols.base import (END_OF_TURN, Call, Finish, Parsed, Prompt, Protocol, merge_text, read_json,
+                                    read_reply, wire_parts)
 from runtime.trajectory import Trajectory, message_text
 
 
@@ -21,14 +21,16 @@ class OpenAIProtocol(Protocol):
         if self.tool_images not in ("user", "tool"):
             raise ValueError(f"tool_images must be 'user' or 'tool', got {self.tool_images!r}")
 
-    def parse(self, completion: str | dict) -> Parsed:
-        """`completion` is the reply message (`{"content": ..., "tool_calls": [...]}`) or its text."""
-        content = reply_text(completion)
+    def parse(self, completion: str | dict, finish: Finish = END_OF_TURN) -> Parsed:
+        """`completion` is the reply message (`{"content": ..., "tool_calls": [...]}`) or its text. The
+        server has read the calls; the text only gives the answer."""
+        content, past_turn = self.own_turn(completion)
+        answer = read_reply(content, None, None, finish).answer
         if not isinstance(completion, dict):
-            return Parsed(content, (), last_tag(content, "answer"))
+            return Parsed(content, (), answer, past_turn)
         raw_calls = completion.get("tool_calls") or []
         calls = [_read_call(raw, k) for k, raw in enumerate(raw_calls if isinstance(raw_calls, list) else [raw_calls])]
-        return Parsed(content, capped(calls, self.max_calls_per_turn), last_tag(content, "answer"))
+        return Parsed(content, tuple(calls), answer, past_turn)
 
     def render(self, trajectory: Trajectory) -> Prompt:
         images: list = []

@@ -13,8 +13,9 @@ itself down (`isolation.py`): rlimits, all fds closed but its channel, capabilit
 (read-only Python and libraries, read-only inputs, a read-write work dir, no TCP, no signals out) and a
 seccomp filter (no sockets, fork, exec, ptrace, mount, bpf, ...). The parent (`pool.py`) talks to each
 worker in size-capped JSON frames, enforces a soft then hard per-cell timeout, freezes the worker
-between cells, collects images itself without following symlinks, and refuses to start (fail closed,
-`SandboxUnavailable`) when a required layer is missing, naming it and the opt-out.
+between cells (and ends it when a cell leaves threads running), gives each session's work dir a tmpfs of
+its disk quota (as root), collects images itself without following symlinks, and refuses to start (fail
+closed, `SandboxUnavailable`) when a required layer is missing, naming it and the opt-out.
 `python -m runtime.sandbox.hostile` runs the hostile-code suite; `python -m runtime.sandbox.bench` times it.
 """
 

@@ -1,7 +1,8 @@
 """The hostile-code suite: programs that try to break out of the sandbox, each with a check that FAILS
 if the attack worked, verified from the parent's side where possible (the sentinel file outside the
-work dir is unchanged, the listeners got nothing, the zygote is the same live process, the inputs are
-intact). After every program a new session must run `print(1+1)` and get 2: the pool recovers.
+work dir is unchanged, the listeners got nothing, the zygote is the same live process, the inputs and
+their aliases are intact, no SysV IPC object appeared, the work dir is within its quota). After every
+program a new session must run `print(1+1)` and get 2: the pool recovers.
 
     python -m runtime.sandbox.hostile              # run it: one line per attack, then the isolation report
     python -m runtime.sandbox.hostile --markdown   # the table in docs/security.md (deterministic, no timings)
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import stat
 import sys
@@ -26,7 +28,7 @@ from string import Template
 from typing import Callable
 
 from runtime.sandbox import isolation
-from runtime.sandbox.pool import CellResult, SandboxConfig, SandboxPool, SandboxSession
+from runtime.sandbox.pool import CellResult, SandboxConfig, SandboxPool, SandboxSession, _usage
 
 SECRET_ENV = "TIRLAB_HOSTILE_SECRET"
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +67,7 @@ class Attack:
     timeout_s: float | None = None
     setup: str | None = None  # run first, in the same session
     arches: tuple[str, ...] = ()  # only on these architectures (empty: all)
+    prepare: Callable | None = None  # (suite, session): what the parent does before the code runs
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Suite:
         self.other: SandboxSession | None = None
         self.other_pid = 0
         self.other_secret = f"other-session-secret-{os.urandom(8).hex()}"
+        self.sysv = _sysv_objects()
 
     def values(self, session: SandboxSession) -> dict:
         table = isolation.syscall_table() or {}
@@ -110,7 +114,8 @@ class Suite:
             "repo": str(ROOT), "parent_pid": os.getpid(), "zygote_pid": self.zygote_pid,
             "other_work": str(other.work_dir) if other else "", "other_pid": self.other_pid,
             "other_secret": str(other.work_dir / "secret.txt") if other else "", "work": str(session.work_dir),
-            "secret_name": SECRET_ENV, **{f"nr_{name}": nr for name, nr in table.items()},
+            "secret_name": SECRET_ENV, "disk_mb": self.pool.config.disk_mb,
+            "disk_files": self.pool.config.disk_files, **{f"nr_{name}": nr for name, nr in table.items()},
         }
 
     def open_other(self) -> None:
@@ -140,12 +145,26 @@ class Suite:
             pass
         if not self.pool._zygote.alive() or self.pool._zygote.pid != self.zygote_pid:
             raise Breach("the zygote died or was replaced")
+        if _sysv_objects() != self.sysv:  # they would outlive the worker, shared by every session
+            raise Breach("a SysV shared memory segment, message queue or semaphore set appeared")
 
     def close(self) -> None:
         for s in (self.tcp, self.udp, self.unix):
             s.close()
         if self.other:
             self.other.close()
+
+
+def _sysv_objects() -> list[str]:
+    """The machine's SysV IPC objects (/proc/sysvipc), one line each."""
+    lines = []
+    for kind in ("shm", "msg", "sem"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                lines += [f"{kind} {line.strip()}" for line in f.readlines()[1:]]
+        except OSError:
+            pass
+    return lines
 
 
 # --- checks ---------------------------------------------------------------------------------------------
@@ -285,7 +304,9 @@ def check_memory(suite, session, result):
     outcome = _blocked(result)
     if "MemoryError" not in outcome:
         raise Breach(f"no MemoryError: {outcome}")
-    return f"MemoryError at the {suite.pool.config.memory_mb} MB address-space limit; the process survives"
+    config = suite.pool.config
+    return (f"MemoryError at the {config.memory_mb - config.disk_mb} MB address-space limit (memory_mb less the "
+            "files' disk_mb); the process survives")
 
 
 def check_output(suite, session, result):
@@ -312,10 +333,121 @@ def check_threads(suite, session, result):
     limit = suite.pool.config.max_tasks
     if not 10 < started < limit:
         raise Breach(f"{started} threads started (the limit is {limit} tasks)")
-    after = session.run("print(len(threads))")
-    if after.stdout != f"{started}\n":
-        raise Breach(f"the session did not survive: {after}")
-    return outcome + f" below the {limit}-task limit of its uid (RLIMIT_NPROC); the session survives"
+    _threads_ended(session, result)
+    return (outcome + f" below the {limit}-task limit of its uid (RLIMIT_NPROC); the threads end with the cell "
+            "(its process is ended), the next cell gets a fresh one")
+
+
+def _threads_ended(session, result) -> None:
+    """The cell left threads running, so run() ended its process and said why; the next cell is fresh."""
+    _needs(result, restarted=True)
+    if "thread" not in (result.error or "") or "running, so its Python process was ended" not in result.error:
+        raise Breach(f"no word of the threads it left: {result.error!r}")
+    after = session.run("print('next')")
+    if after.stdout != "next\n" or not after.ok:
+        raise Breach(f"the next cell did not run cleanly in a fresh process: {after}")
+
+
+def check_thread_outlives_cell(suite, session, result):
+    _threads_ended(session, result)
+    pid = int(result.stdout.split("pid ", 1)[1].split()[0])
+    late = session.work_dir / "late.txt"
+    size = late.stat().st_size
+    time.sleep(0.3)  # the threads append to late.txt every 10 ms while they live
+    if late.stat().st_size != size:
+        raise Breach("late.txt grew after the cell")
+    if Path(f"/proc/{pid}").exists():
+        raise Breach("the cell's process still exists")
+    threads = result.error.split("the cell left ", 1)[1].split(" thread", 1)[0]
+    return (f"run() ends the cell's process when the cell ends, with an error saying it left {threads} threads "
+            "running (restarted=True): late.txt stops growing, the next cell prints only its own output, the old "
+            "process is gone")
+
+
+def check_aliases(suite, session, result):
+    path = session.inputs_dir / "input.png"
+    if not path.is_file() or path.read_bytes() != PNG_8x8:
+        raise Breach("the input file was changed or removed")
+    if not suite.pool._as_root:  # no uid of its own: the work dir's entries are the worker's to remove
+        outcome = _blocked(result, allowed=("symlink alias", "copy alias"))
+        return outcome + "; the input is intact, but a pool not running as root cannot protect the aliases"
+    outcome = _blocked(result)
+    link, copy = session.work_dir / "image_0.png", session.work_dir / "copy_0.png"
+    if not link.is_symlink() or os.readlink(link) != str(path) or link.lstat().st_uid != 0:
+        raise Breach("the symlink alias was removed or replaced")
+    if copy.is_symlink() or copy.read_bytes() != PNG_8x8 or copy.stat().st_uid != 0 or copy.stat().st_mode & 0o222:
+        raise Breach("the copy alias was changed, removed or replaced")
+    return outcome + "; the input, the symlink and the copy are intact"
+
+
+def prepare_aliases(suite, session):
+    """Aliases of the input in the work dir, as runtime.toolbox makes for VisualToolBench (a symlink) and a
+    copy, both the pool's."""
+    (session.work_dir / "image_0.png").symlink_to(session.inputs_dir / "input.png")
+    shutil.copyfile(session.inputs_dir / "input.png", session.work_dir / "copy_0.png")
+    (session.work_dir / "copy_0.png").chmod(0o444)
+
+
+def _work_dir_usage(session) -> tuple[int, int]:
+    """(bytes, files and directories) in the session's work dir, as the parent measures them."""
+    if session._mounted:
+        fs = os.statvfs(session.work_dir)
+        return (fs.f_blocks - fs.f_bfree) * fs.f_frsize, fs.f_files - fs.f_ffree - 1
+    return _usage(session.work_dir, 1 << 30)
+
+
+def check_disk_quota(suite, session, result):
+    config = suite.pool.config
+    used, files = _work_dir_usage(session)
+    if "DiskQuotaError: the session's disk quota is used up" not in (result.error or ""):
+        raise Breach(f"the cell did not end with the quota's error: {result.error!r}")
+    if not session._mounted:  # counted after the cell: it went over, and says so
+        return (f"no tmpfs: the cell wrote {used / 2**20:.0f} MB, past the {config.disk_mb} MB quota, and ends with "
+                "a DiskQuotaError saying by how much")
+    if used > config.disk_mb << 20 or files > config.disk_files:
+        raise Breach(f"the work dir holds {used} bytes in {files} entries")
+    return (_blocked(result) + f" at {config.disk_mb} MB and {config.disk_files} files and directories (a tmpfs); the "
+            "cell ends with a DiskQuotaError saying which quota it used up and how much it holds")
+
+
+def check_mmap_files(suite, session, result):
+    config = suite.pool.config
+    used, _ = _work_dir_usage(session)
+    if not session._mounted:
+        if "DiskQuotaError" not in (result.error or ""):
+            raise Breach(f"the cell did not end with the quota's error: {result.error!r}")
+        return f"no tmpfs: the maps filled {used / 2**20:.0f} MB of files, and the cell ends with a DiskQuotaError"
+    _needs(result, restarted=True)
+    if "SIGBUS" not in (result.error or "") or "DiskQuotaError" not in result.error:
+        raise Breach(f"expected a SIGBUS and the quota's error: {result.error!r}")
+    if used > config.disk_mb << 20:
+        raise Breach(f"the work dir holds {used} bytes")
+    return (f"killed by SIGBUS at the first page past the {config.disk_mb} MB quota (restarted=True), with the "
+            "DiskQuotaError; the maps count in the address space too; the next cell gets a fresh process")
+
+
+def check_memory_outside(suite, session, result):
+    lines = _lines(result)
+    through = [line for line in lines if "NOT BLOCKED" in line or (": returned " in line and "returned -1" not in line)]
+    if not lines or through:
+        raise Breach("; ".join(through) or f"the attack did not report: {result.error or result.stdout[:300]!r}")
+    kinds = list(dict.fromkeys(line.split(": blocked (", 1)[1].rstrip(")") if ": blocked (" in line
+                               else line.split(" (", 1)[1].rstrip(")") for line in lines))
+    return (f"{len(lines)} of {len(lines)} fail ({'; '.join(kinds)}); no SysV IPC object exists afterwards; what "
+            f"is left is its address space and its files, {suite.pool.config.memory_mb} MB in all")
+
+
+def check_limits(suite, session, result):
+    limits = [line.split(": ", 1)[1].split() for line in result.stdout.splitlines() if line.startswith("limit ")]
+    if len(limits) != 16 or any(fields[1] != fields[3] for fields in limits):
+        raise Breach(f"a soft limit differs from its hard one: {limits}")
+    afters = [line for line in result.stdout.splitlines() if line.startswith("changed ")]
+    if afters:
+        raise Breach("; ".join(afters))
+    outcome = _blocked(result, allowed=("no gain:",))
+    above = sum(1 for line in _lines(result) if line.startswith("above the hard limit"))
+    return (f"soft = hard for all 16 limits, so raising a soft one to its hard gains nothing; raising the hard one "
+            f"fails for all {above} finite ones" + outcome.split(" blocked", 1)[1])
 
 
 def check_inputs(suite, session, result):
@@ -340,11 +472,15 @@ def check_symlinks(suite, session, result):
 def check_swap(suite, session, result):
     if [p.name for p in result.images] != ["z.png"]:
         raise Breach(f"expected z.png to be collected, got {result.images}")
-    time.sleep(0.5)  # the code's thread swaps z.png for a symlink 0.2 s after the cell, unless it is frozen
+    time.sleep(0.5)  # the code's thread swaps z.png for a symlink 0.2 s after the cell, if it still lives
     for _ in range(50):
         if not stat.S_ISREG(result.images[0].lstat().st_mode):
             raise Breach("the collected image became a symlink after the cell")
-    return "the collected image stays a regular file: the process is frozen (SIGSTOP) until the next run()"
+    if not stat.S_ISREG((session.output_dir / "z.png").lstat().st_mode):
+        raise Breach("outputs/z.png was swapped after the cell")
+    _threads_ended(session, result)
+    return ("the collected image stays a regular file: the process was frozen (SIGSTOP) when the cell ended, then "
+            "ended for the thread it left (restarted=True), before the images were collected")
 
 
 def check_timer_wake(suite, session, result):
@@ -355,8 +491,9 @@ def check_timer_wake(suite, session, result):
     data = result.images[0].read_bytes()
     if not data.startswith(b"\x89PNG") or suite.sentinel_text.encode() in data:
         raise Breach("the collected image changed after the cell")
-    return (f"{blocked}; and the caller reads the sandbox's own copy of z.png, made while the process was "
-            "frozen, so a late swap could not reach it anyway")
+    _threads_ended(session, result)
+    return (f"{blocked}; the thread it left ends with its process when the cell ends, and the caller reads the "
+            "sandbox's own copy of z.png anyway")
 
 
 def check_deep_frame(suite, session, result):
@@ -530,6 +667,20 @@ attempt("100 GB at once", lambda: bytearray(100 << 30))
 attempt("100 MB blocks", grow)
 del blocks
 ''', check_memory),
+    Attack("memory_outside", "hold memory outside the address-space limit: memfd_create, SysV shared memory, "
+           "message queues and semaphores, a POSIX message queue, /dev/shm, a pipe grown to 1 MiB, a 3 GB shared map",
+           '''
+import fcntl, mmap, os
+libc = _ctypes.CDLL(None, use_errno=True)
+attempt("memfd_create", lambda: os.memfd_create("hold"))
+attempt_rc("SysV shmget(1 GB)", lambda: libc.syscall($nr_shmget, 0, 1 << 30, 0o1600))
+attempt_rc("SysV msgget", lambda: libc.syscall($nr_msgget, 0, 0o1600))
+attempt_rc("SysV semget", lambda: libc.syscall($nr_semget, 0, 1, 0o1600))
+attempt_rc("POSIX mq_open", lambda: libc.syscall($nr_mq_open, b"hold", 0o102, 0o600, None))
+attempt("/dev/shm", lambda: open("/dev/shm/hold", "wb").write(bytes(1 << 20)))
+attempt("F_SETPIPE_SZ 1 MiB", lambda: fcntl.fcntl(os.pipe()[1], 1031, 1 << 20))
+attempt("3 GB shared map", lambda: mmap.mmap(-1, 3 << 30))
+''', check_memory_outside),
     Attack("huge_output", "print 50 M characters to stdout and stderr, 1000 more lines, 10 MB to fd 1", '''
 import os, sys
 print("x" * 50_000_000)
@@ -548,6 +699,42 @@ attempt("1 GB file", big)
 open("sparse.bin", "wb").close()
 attempt("truncate to 1 TB", lambda: os.truncate("sparse.bin", 1 << 40))
 ''', check_file_size),
+    Attack("disk_quota", "fill the disk past the session's quota: empty files until the inodes run out, files deleted "
+           "while still open, O_TMPFILE files, then 60 MB files (each under the file-size limit)", '''
+import glob, os
+def empty_files():
+    for n in range(2 * $disk_files):  # bounded: without a kernel quota the loop ends (NOT BLOCKED)
+        open(f"empty-{n}", "w").close()
+def hidden(deleted):  # no name to find them by: deleted while open, or never named (O_TMPFILE)
+    held = []
+    for n in range(2 * $disk_mb // 60 + 1):
+        if deleted:
+            held.append(open(f"hidden-{n}", "wb"))
+            os.remove(f"hidden-{n}")
+        else:
+            held.append(os.fdopen(os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600), "wb"))
+        held[-1].write(bytes(60 << 20))
+def big_files():
+    for n in range(2 * $disk_mb // 60 + 1):
+        with open(f"big-{n}", "wb") as f:
+            f.write(bytes(60 << 20))
+attempt("empty files", empty_files)
+for path in glob.glob("empty-*"):
+    os.remove(path)
+attempt("files deleted while open", lambda: hidden(True))
+attempt("O_TMPFILE files", lambda: hidden(False))
+attempt("60 MB files", big_files)
+''', check_disk_quota),
+    Attack("mmap_files", "map 60 MB files of the work dir into memory and fill them through the maps, past the disk "
+           "quota", '''
+import mmap, os
+maps = []
+for n in range($disk_mb // 60 + 2):
+    with open(f"mapped-{n}", "w+b") as f:
+        f.truncate(60 << 20)
+        maps.append(mmap.mmap(f.fileno(), 60 << 20))
+    maps[-1][:] = bytes(60 << 20)
+''', check_mmap_files),
     Attack("thread_bomb", "start sleeping threads with 32 KiB stacks until it fails (under the address-space "
            "limit alone that would be ~60,000 threads, more than this machine's pid_max)", '''
 import threading, time
@@ -561,6 +748,33 @@ def bomb():
 attempt("threads", bomb)
 print("started", len(threads))
 ''', check_threads),
+    Attack("thread_outlives_cell", "start two threads (threading and _thread) that print and append to a file every "
+           "10 ms, and end the cell", '''
+import _thread, os, threading, time
+def busy(tag):
+    while True:
+        print(tag, "still running")  # would land in a later cell's output
+        with open("late.txt", "a") as f:
+            f.write(tag)
+        time.sleep(0.01)
+threading.Thread(target=busy, args=("thread",), daemon=True).start()
+_thread.start_new_thread(busy, ("raw",))
+time.sleep(0.05)
+print("pid", os.getpid())
+''', check_thread_outlives_cell),
+    Attack("raise_limits", "raise each of its 16 rlimits: the soft one up to the hard one, and the hard one", '''
+import resource
+names = {getattr(resource, name): name for name in dir(resource) if name.startswith("RLIMIT_")}
+for which in range(16):
+    name = names.get(which, "RLIMIT_LOCKS")
+    soft, hard = before = resource.getrlimit(which)
+    print(f"limit {name}: soft {soft} hard {hard}")
+    attempt(f"no gain: {name} soft up to hard", lambda: resource.setrlimit(which, (hard, hard)))
+    if hard != resource.RLIM_INFINITY:
+        attempt(f"above the hard limit: {name}", lambda: resource.setrlimit(which, (hard + 1, hard + 1)))
+    if resource.getrlimit(which) != before:
+        print(f"changed {name}: {before} -> {resource.getrlimit(which)}")
+''', check_limits),
     Attack("delete_inputs", "delete, overwrite, truncate, chmod and rename the input image; rmtree the inputs dir", '''
 import os, shutil
 path = os.path.join(os.environ["INPUTS_DIR"], "input.png")
@@ -572,6 +786,22 @@ attempt("overwrite after chmod", lambda: open(path, "wb").write(b"pwned"))
 attempt("rename", lambda: os.rename(path, "stolen.png"))
 attempt("rmtree", lambda: shutil.rmtree(os.environ["INPUTS_DIR"]))
 ''', check_inputs),
+    Attack("alias_inputs", "through its path and through two aliases the pool put in the work dir (a symlink, as for "
+           "VisualToolBench, and a copy): overwrite, truncate, remove, rename, replace with its own file, chmod, "
+           "hard-link then truncate the link", '''
+import os
+open("mine.png", "wb").write(b"pwned")
+names = {"input path": os.path.join(os.environ["INPUTS_DIR"], "input.png"), "symlink alias": "image_0.png",
+         "copy alias": "copy_0.png"}
+for label, name in names.items():
+    attempt(f"{label}: overwrite", lambda: open(name, "wb").write(b"pwned"))
+    attempt(f"{label}: truncate", lambda: os.truncate(name, 0))
+    attempt(f"{label}: remove", lambda: os.remove(name))
+    attempt(f"{label}: rename", lambda: os.rename(name, "moved.png"))
+    attempt(f"{label}: replace", lambda: os.replace("mine.png", name))
+    attempt(f"{label}: chmod", lambda: os.chmod(name, 0o666))
+    attempt(f"{label}: hard link", lambda: (os.link(name, "hard.png"), os.truncate("hard.png", 0)))
+''', check_aliases, prepare=prepare_aliases),
     Attack("symlink_outputs", "plant outputs/x.png -> /etc/shadow and -> the sentinel; hard-link the sentinel "
            "into outputs; replace outputs with a symlink to /etc", '''
 import os
@@ -697,6 +927,8 @@ def run_attack(suite: Suite, attack: Attack) -> Outcome:
         suite.open_other()
     try:
         with pool.session(inputs={"input.png": PNG_8x8}) as session:
+            if attack.prepare:
+                attack.prepare(suite, session)
             if attack.setup:
                 session.run(attack.setup)
             code = HELPER + Template(attack.code).substitute(suite.values(session))

@@ -39,6 +39,9 @@ X86_64 = {
     "mknodat": 259, "personality": 135, "uselib": 134, "nfsservctl": 180, "memfd_secret": 447,
     "modify_ldt": 154, "seccomp": 317, "landlock_create_ruleset": 444, "landlock_add_rule": 445,
     "landlock_restrict_self": 446, "capset": 126, "prctl": 157, "timer_create": 222, "mq_notify": 244, "fcntl": 72,
+    "memfd_create": 319, "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
+    "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
+    "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_getsetattr": 245,
 }
 AARCH64 = {  # the generic table: no fork/vfork/mknod (only clone/mknodat), no x86 port I/O calls
     "socket": 198, "socketpair": 199, "connect": 203, "bind": 200, "listen": 201, "accept": 202, "accept4": 242,
@@ -57,7 +60,10 @@ AARCH64 = {  # the generic table: no fork/vfork/mknod (only clone/mknodat), no x
     "process_mrelease": 448, "migrate_pages": 238, "move_pages": 239, "mknodat": 33, "personality": 92,
     "nfsservctl": 42, "memfd_secret": 447, "seccomp": 277, "landlock_create_ruleset": 444,
     "landlock_add_rule": 445, "landlock_restrict_self": 446, "capset": 91, "prctl": 167, "timer_create": 107,
-    "mq_notify": 184, "fcntl": 25,
+    "mq_notify": 184, "fcntl": 25, "memfd_create": 279, "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197,
+    "semget": 190, "semop": 193, "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189, "msgrcv": 188,
+    "msgctl": 187, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183,
+    "mq_getsetattr": 185,
 }
 # audit arch tokens (linux/audit.h): the filter kills a process whose syscall comes in under another ABI
 ARCHES = {"x86_64": (0xC000003E, X86_64), "aarch64": (0xC00000B7, AARCH64)}
@@ -156,6 +162,12 @@ DENY = {
     # POSIX timers and message-queue notifications can signal the worker (SIGCONT!) while the parent
     # holds it stopped between cells; Python's own timeout uses setitimer, which sends only SIGALRM.
     **dict.fromkeys(("timer_create", "mq_notify"), errno.EPERM),
+    # Memory outside the address-space limit: a memfd is written with write(), not mapped, so RLIMIT_AS never
+    # sees it; SysV segments, queues and semaphores and POSIX message queues even outlive the worker, and
+    # every session shares them (a channel between sessions). /dev/shm is outside the Landlock rules.
+    **dict.fromkeys(("memfd_create", "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl",
+                     "semtimedop", "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend",
+                     "mq_timedreceive", "mq_getsetattr"), errno.EPERM),
     **dict.fromkeys(("init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
                      "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
                      "setdomainname"), errno.EPERM),
@@ -164,8 +176,9 @@ DENY = {
 # is alone in its process group), tgkill / rt_(tg)sigqueueinfo(pid, ...). So signals reach no other process.
 SELF_ONLY = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 # Denied argument values: prctl options that would let the worker outlive the zygote (PDEATHSIG), adopt
-# orphans or become dumpable; fcntl(F_SETSIG), which picks the signal of I/O notifications (SIGCONT).
-DENY_ARG = (("prctl", 16, (1, 4, 36)), ("fcntl", 24, (10,)))  # (syscall, offset of the argument, values)
+# orphans or become dumpable; fcntl(F_SETSIG), which picks the signal of I/O notifications (SIGCONT), and
+# fcntl(F_SETPIPE_SZ), which grows a pipe's kernel buffer from 64 KiB to 1 MiB (memory outside RLIMIT_AS).
+DENY_ARG = (("prctl", 16, (1, 4, 36)), ("fcntl", 24, (10, 1031)))  # (syscall, offset of the argument, values)
 
 
 def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
@@ -249,7 +262,8 @@ def install_seccomp(pid: int) -> str:
              ctypes.byref(fprog))
     denied = sum(1 for name in DENY if name in syscall_table())
     return (f"{machine()} filter, {len(program) // 8} instructions, TSYNC: {denied} syscalls denied (sockets, "
-            "fork/exec, ptrace, mount, bpf, io_uring, ...), clone only for threads, signals only to itself")
+            "fork/exec, ptrace, mount, bpf, io_uring, memfd, SysV IPC, ...), clone only for threads, signals only "
+            "to itself")
 
 
 # --- Landlock -------------------------------------------------------------------------------------------
@@ -530,18 +544,43 @@ def vm_size() -> int:
 
 
 def set_limits(address_space: int, cpu_s: int, file_size: int, open_files: int, tasks: int) -> str:
+    """Every rlimit with its soft limit equal to its hard one, so the code cannot raise its own (setrlimit
+    may raise a soft limit up to the hard one): ours as given, the others at their inherited soft value."""
     limits = {
-        resource.RLIMIT_NPROC: (tasks, tasks),  # threads too: a thread bomb with tiny stacks must not exhaust pids
-        resource.RLIMIT_AS: (address_space, address_space),
-        resource.RLIMIT_CPU: (cpu_s, cpu_s + 1),  # SIGXCPU at the soft limit, SIGKILL a second later
-        resource.RLIMIT_FSIZE: (file_size, file_size),
-        resource.RLIMIT_NOFILE: (open_files, open_files),
-        resource.RLIMIT_CORE: (0, 0),
+        resource.RLIMIT_NPROC: tasks,  # threads too: a thread bomb with tiny stacks must not exhaust pids
+        resource.RLIMIT_AS: address_space,
+        resource.RLIMIT_CPU: cpu_s,  # SIGKILL at the limit (soft = hard: no SIGXCPU first)
+        resource.RLIMIT_FSIZE: file_size,
+        resource.RLIMIT_NOFILE: open_files,
+        resource.RLIMIT_CORE: 0,
     }
-    for which, (soft, hard) in limits.items():
-        _, old_hard = resource.getrlimit(which)
-        if old_hard != resource.RLIM_INFINITY:  # never raise: an unprivileged hard limit cannot go up
-            soft, hard = min(soft, old_hard), min(hard, old_hard)
-        resource.setrlimit(which, (soft, hard))
+    every = range(16)  # Linux's 16 limits (RLIM_NLIMITS), RLIMIT_LOCKS included, which Python does not name
+    for which in every:
+        soft, hard = resource.getrlimit(which)
+        value = limits.get(which, soft)
+        if hard != resource.RLIM_INFINITY and (value == resource.RLIM_INFINITY or value > hard):
+            value = hard  # never raise: an unprivileged hard limit cannot go up
+        resource.setrlimit(which, (value, value))
     return (f"address space {address_space >> 20} MB, CPU {cpu_s} s, file size {file_size >> 20} MB, "
-            f"{open_files} open files, {tasks} tasks for its uid, no core dumps")
+            f"{open_files} open files, {tasks} tasks for its uid, no core dumps; soft = hard for all {len(every)} "
+            "limits (the code cannot raise one)")
+
+
+# --- the work dir's tmpfs (mounted by a pool running as root) -------------------------------------------
+MS_NOSUID, MS_NODEV = 2, 4
+MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
+
+
+def mount_tmpfs(path: str, size: int, inodes: int, uid: int, gid: int, mode: int) -> None:
+    """Mount a tmpfs of `size` bytes and `inodes` inodes on `path`: a quota the kernel enforces (ENOSPC)
+    that counts everything, files deleted while still open included."""
+    if _libc is None:
+        raise OSError(errno.ENOSYS, "mount: not Linux")
+    options = f"size={size},nr_inodes={inodes},mode={mode:o},uid={uid},gid={gid}".encode()
+    _check(_libc.mount(b"tirlab-sandbox", os.fsencode(path), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
+                       ctypes.c_char_p(options)), f"mount a tmpfs on {path}")
+
+
+def unmount(path: str) -> None:
+    """Detach the mount on `path` now; the kernel frees it once nothing uses it (a dying worker may)."""
+    _check(_libc.umount2(os.fsencode(path), ctypes.c_int(MNT_DETACH | UMOUNT_NOFOLLOW)), f"umount {path}")

@@ -29,7 +29,7 @@ from runtime.sandbox import isolation
 from runtime.sandbox.worker import REQUEST_LIMIT, HEADER, ProtocolError, decode_body, recv_frame, send_frame
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
-LAYERS = ("seccomp", "landlock", "netns")  # what SandboxConfig.disable may switch off
+LAYERS = ("seccomp", "landlock", "netns", "tmpfs")  # what SandboxConfig.disable may switch off
 MAX_CODE_CHARS = 1_000_000
 MAX_IMAGES_PER_CELL = 64
 MAX_IMAGE_BYTES_PER_CELL = 256 << 20
@@ -52,9 +52,13 @@ class SandboxError(RuntimeError):
 @dataclass(frozen=True)
 class SandboxConfig:
     cell_timeout_s: float = 10.0      # wall clock per cell (Thyme uses 10 s)
-    memory_mb: int = 2048             # address space a worker may add on top of the preloaded interpreter
-    cpu_s: int = 300                  # CPU seconds per worker lifetime (hard RLIMIT_CPU)
-    file_size_mb: int = 64            # RLIMIT_FSIZE
+    memory_mb: int = 2048             # a session's memory, all of it: disk_mb for its files (a tmpfs, in RAM,
+    #                                   as root), the rest address space its process may add on top of the
+    #                                   preloaded interpreter (RLIMIT_AS)
+    cpu_s: int = 300                  # CPU seconds per worker lifetime (RLIMIT_CPU)
+    file_size_mb: int = 64            # one file (RLIMIT_FSIZE)
+    disk_mb: int = 256                # everything the session's work dir holds, in total
+    disk_files: int = 4096            # files, directories and links its work dir may hold
     max_open_files: int = 256
     max_tasks: int = 256              # threads a worker may run at once (RLIMIT_NPROC on a uid of its own)
     max_output_chars: int = 8192      # stdout and stderr each, per cell; the rest is dropped with a note
@@ -66,7 +70,8 @@ class SandboxConfig:
     start_timeout_s: float = 120.0    # zygote start (imports) and a worker's lock-down, on a loaded machine
     preload: tuple[str, ...] = ("numpy", "cv2", "PIL.Image", "tools")  # imported once in the zygote
     disable: tuple[str, ...] = ()     # layers to switch off on purpose (tests, diagnosis): "seccomp",
-    #                                   "landlock", "netns"; the pool still refuses unless the opt-out is set
+    #                                   "landlock", "netns" (the pool still refuses unless the opt-out is set),
+    #                                   "tmpfs" (the disk quota is then counted after each cell)
 
 
 @dataclass(frozen=True)
@@ -130,7 +135,11 @@ class IsolationReport:
 def _scrubbed_env(home: Path) -> dict[str, str]:
     """The zygote's whole environment: nothing comes from the parent's (no tokens, keys, proxies)."""
     single = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                                     "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")}
+                                     "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS",
+                                     "OPENCV_FOR_THREADS_NUM")}
+    # No background threads from libraries either (a cell that leaves a thread running ends its worker):
+    # OpenCV's pool is off above; pyarrow's jemalloc (imported by pandas) would start one
+    single["JE_ARROW_MALLOC_CONF"] = "background_thread:false"
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(home),
             "TMPDIR": str(home), "MPLBACKEND": "Agg", "CUDA_VISIBLE_DEVICES": "", **single}
 
@@ -283,33 +292,46 @@ class _Worker:
                 pass
         self.pidfd = None
 
-    def exit_status(self) -> str | None:
-        """How the process ended ('killed by SIGKILL', 'exited with code 1'), waiting up to a second for
-        the zygote to reap it (so a restarted worker with the same uid does not share its task count)."""
+    def exit_status(self) -> tuple[str | None, float | None]:
+        """How the process ended ('killed by SIGKILL', 'exited with code 1') and the CPU seconds it used,
+        waiting up to a second for the zygote to reap it (so a restarted worker with the same uid does not
+        share its task count)."""
         try:
             answer, _ = self.zygote.request({"op": "status", "pid": self.pid, "wait": 1.0}, 5.0)
         except SandboxError:
-            return None
-        return answer.get("status")
+            return None, None
+        return answer.get("status"), answer.get("cpu_s")
 
 
-def _all_stopped(pid: int) -> bool | None:
-    """True when every thread of `pid` is stopped (or gone), False if one still runs, None without /proc."""
+def _thread_states(pid: int) -> list[bytes] | None:
+    """The state letter of each thread of `pid` (R, S, T, Z, ...): [] when it is gone, None without /proc."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except FileNotFoundError:
-        return True
+        return []
     except OSError:
         return None
+    states = []
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
                 data = f.read()
         except OSError:
             continue
-        if data[data.rindex(b")") + 2:][:1] not in (b"T", b"t", b"Z", b"X"):
-            return False
-    return True
+        states.append(data[data.rindex(b")") + 2:][:1])
+    return states
+
+
+def _all_stopped(pid: int) -> bool | None:
+    """True when every thread of `pid` is stopped (or gone), False if one still runs, None without /proc."""
+    states = _thread_states(pid)
+    return None if states is None else all(state in (b"T", b"t", b"Z", b"X") for state in states)
+
+
+def _extra_threads(pid: int) -> int:
+    """Threads of `pid` besides its main one that have not exited; 0 without /proc (nothing to go by)."""
+    states = _thread_states(pid)
+    return max(0, sum(state not in (b"Z", b"X") for state in states) - 1) if states else 0
 
 
 # --- image collection -----------------------------------------------------------------------------------
@@ -351,27 +373,50 @@ def _scan(directory: Path) -> dict[str, tuple]:
     return found
 
 
-def _collect(directory: Path, before: dict[str, tuple], max_bytes: int,
-             destination: Path) -> tuple[tuple[Path, ...], tuple[str, ...]]:
+def _collect(directory: Path, before: dict[str, tuple], max_bytes: int, destination: Path,
+             room: tuple[int, int]) -> tuple[tuple[Path, ...], tuple[str, ...], int]:
     """Copy the images new or changed under `directory` into `destination` (the parent's own folder):
-    callers read the copies, so nothing the code does after the cell can swap what they read."""
+    callers read the copies, so nothing the code does after the cell can swap what they read. `room` is
+    the (bytes, files) the session's copies may still take; the third value counts images left out for it."""
     after = _scan(directory)
     names = [rel for rel in sorted(after) if rel.lower().endswith(IMAGE_SUFFIXES) and after[rel][3] <= max_bytes
              and before.get(rel) != after[rel] and _plain_name(rel)][:MAX_IMAGES_PER_CELL]
-    copies, kept, total = [], [], 0
+    copies, kept, total, left_out = [], [], 0, 0
     for rel in names:
         data = _read_nofollow(directory, rel, max_bytes)
         if data is None:
             continue
-        total += len(data)
-        if total > MAX_IMAGE_BYTES_PER_CELL:
+        if total + len(data) > MAX_IMAGE_BYTES_PER_CELL:
             break
+        if total + len(data) > room[0] or len(copies) >= room[1]:
+            left_out += 1
+            continue
+        total += len(data)
         target = destination / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         copies.append(target)
         kept.append(rel)
-    return tuple(copies), tuple(kept)
+    return tuple(copies), tuple(kept), left_out
+
+
+def _usage(directory: Path, stop_at: int) -> tuple[int, int]:
+    """(bytes allocated, entries) under `directory`, never through a symlink; stops once `stop_at` entries
+    are counted. The worker is frozen or dead while this runs, so nothing changes under it. Iterative:
+    the code may nest directories thousands deep."""
+    used, entries, pending = 0, 0, [str(directory)]
+    while pending and entries <= stop_at:
+        try:
+            with os.scandir(pending.pop()) as listing:
+                for entry in listing:
+                    entries += 1
+                    st = entry.stat(follow_symlinks=False)
+                    used += st.st_blocks * 512
+                    if stat.S_ISDIR(st.st_mode):
+                        pending.append(entry.path)
+        except OSError:  # unreadable (the code's own chmod) or too deep a path: not counted
+            continue
+    return used, entries
 
 
 def _plain_name(rel: str) -> bool:
@@ -428,6 +473,8 @@ class SandboxSession:
         self._worker: _Worker | None = None
         self._closed = False
         self._cells = 0
+        self._mounted = False  # work_dir is a tmpfs of the disk quota's size (a pool running as root)
+        self._copied = [0, 0]  # bytes and files of the parent's copies of its images (they have a quota too)
 
     def __enter__(self) -> SandboxSession:
         return self
@@ -481,28 +528,79 @@ class SandboxSession:
                 raise ProtocolError("a result with fields of the wrong types")
         except TimeoutError:
             self._lose_worker()
-            return CellResult(False, "", "", (
+            return self._result(start, False, "", "", (
                 f"TimeoutError: the cell did not finish within {timeout:g} s and did not stop at the TimeoutError "
                 "raised in it (it caught it, or was stuck in C code); its Python process was killed. Variables "
-                "from earlier cells are lost; the next run starts a fresh process.\n"), True, True, (),
-                time.perf_counter() - start)
+                "from earlier cells are lost; the next run starts a fresh process.\n"), True, True)
         except (EOFError, OSError, ProtocolError, KeyError, TypeError, ValueError, RecursionError, MemoryError) as err:
-            status = self._lose_worker()
-            return CellResult(False, "", "", _crash_message(err, status, config), False, True, (),
-                              time.perf_counter() - start)
+            status, cpu_s = self._lose_worker()
+            return self._result(start, False, "", "", _crash_message(err, status, cpu_s, config), False, True)
+        ok, stdout, stderr, error, timed_out = (_clean(field) for field in fields)
         if not worker.freeze():
             self._lose_worker()
-            return CellResult(False, *map(_clean, fields[1:3]), _clean(fields[3] or "") + (
+            return self._result(start, False, stdout, stderr, (error or "") + (
                 "the cell's process could not be paused after the cell (a thread stuck in the kernel?); it was "
-                "killed and its images were not collected. The next run starts a fresh process.\n"),
-                fields[4], True, (), time.perf_counter() - start)
-        fields = tuple(_clean(field) for field in fields)
-        images, names = _collect(self.output_dir, before, config.max_image_mb << 20,
-                                 self.directory / "collected" / f"cell-{self._cells}")
-        return CellResult(fields[0], fields[1], fields[2], fields[3], fields[4], False, images,
-                          time.perf_counter() - start, names)
+                "killed and its images were not collected. The next run starts a fresh process.\n"), timed_out, True)
+        threads = _extra_threads(worker.pid)
+        if threads:  # a thread the code joined may still be on its way out of the kernel: look again, 5 ms on
+            worker.resume()
+            time.sleep(0.005)
+            threads = _extra_threads(worker.pid) if worker.freeze() else threads
+        restarted = bool(threads)
+        if restarted:  # killed before its images are collected: nothing can change them any more
+            self._lose_worker()
+            ok, error = False, (error or "") + (
+                f"the cell left {threads} thread{'s' if threads > 1 else ''} running, so its Python process was "
+                "ended: a thread may not outlive its cell (it would print into, write files during and use the CPU "
+                "of later cells). Join the threads a cell starts before it ends. Variables from earlier cells are "
+                "lost; the next run starts a fresh process.\n")
+        room = ((config.disk_mb << 20) - self._copied[0], config.disk_files - self._copied[1])
+        images, names, left_out = _collect(self.output_dir, before, config.max_image_mb << 20,
+                                           self.directory / "collected" / f"cell-{self._cells}", room)
+        self._copied[0] += sum(path.stat().st_size for path in images)
+        self._copied[1] += len(images)
+        if left_out:
+            which = "1 image of this cell was" if left_out == 1 else f"{left_out} images of this cell were"
+            ok, error = False, (error or "") + (
+                f"DiskQuotaError: {which} not collected: the sandbox's copies of a session's images may take "
+                f"{config.disk_mb} MB and {config.disk_files} files in all, and this session's have reached that.\n")
+        return self._result(start, ok, stdout, stderr, error, timed_out, restarted, images, names)
 
-    def _lose_worker(self) -> str | None:
+    def _result(self, start: float, ok: bool, stdout: str, stderr: str, error: str | None, timed_out: bool,
+                restarted: bool, images: tuple[Path, ...] = (), names: tuple[str, ...] = ()) -> CellResult:
+        """The cell's result, failed with the disk quota's error while the session's files are over it."""
+        over = self._disk_quota_error()
+        if over:
+            ok, error = False, (error or "") + over
+        return CellResult(ok, stdout, stderr, error, timed_out, restarted, images, time.perf_counter() - start, names)
+
+    def _disk_quota_error(self) -> str | None:
+        """The error text when the work dir is at its quota (a tmpfs: the kernel refuses the write that
+        would pass it) or over it (no tmpfs: counted now, the worker frozen or dead), else None."""
+        config = self.pool.config
+        limit_bytes, limit_files = config.disk_mb << 20, config.disk_files
+        if self._mounted:
+            fs = os.statvfs(self.work_dir)
+            used, files = (fs.f_blocks - fs.f_bfree) * fs.f_frsize, fs.f_files - fs.f_ffree - 1  # - the work dir
+            full_bytes, full_files = fs.f_bfree == 0, fs.f_ffree == 0
+        else:
+            used, files = _usage(self.work_dir, limit_files)
+            full_bytes, full_files = used > limit_bytes, files > limit_files
+        if not (full_bytes or full_files):
+            return None
+        parts = []
+        if full_bytes:
+            parts.append(f"{used / 2**20:.1f} MB of its {config.disk_mb} MB" + (
+                f" ({(used - limit_bytes) / 2**20:.1f} MB over)" if used > limit_bytes else ""))
+        if full_files:
+            parts.append(f"{files} of its {limit_files} files and directories" + (
+                f" ({files - limit_files} over)" if files > limit_files else ""))
+        until = ("writes fail with 'No space left on device'" if self._mounted
+                 else "every cell ends with this error")
+        return (f"DiskQuotaError: the session's disk quota is used up: its files take {' and '.join(parts)}; "
+                f"{until} until files in its work dir are deleted.\n")
+
+    def _lose_worker(self) -> tuple[str | None, float | None]:
         worker, self._worker = self._worker, None
         worker.kill()
         return worker.exit_status()
@@ -528,22 +626,30 @@ class SandboxSession:
             if self._worker is not None:
                 self._worker.kill()
                 self._worker = None
+            if self._mounted:
+                try:
+                    isolation.unmount(str(self.work_dir))
+                except OSError:
+                    pass  # then only the tmpfs's files are deleted below, not its mount point
+                self._mounted = False
         self.pool._forget(self)
         _rmtree(self.directory)
 
 
-def _crash_message(err: Exception, status: str | None, config: SandboxConfig) -> str:
+def _crash_message(err: Exception, status: str | None, cpu_s: float | None, config: SandboxConfig) -> str:
     if isinstance(err, ProtocolError):
         how = f"sent garbage on its channel to the sandbox ({err})"
     elif status is None:
         how = "died"
-    elif "SIGXCPU" in status:
+    elif ("SIGKILL" in status or "SIGXCPU" in status) and cpu_s is not None and cpu_s >= config.cpu_s - 0.1:
         how = f"was {status}: it used up its CPU time limit ({config.cpu_s} s per process)"
     elif "SIGKILL" in status:
-        how = (f"was {status} (its CPU time limit of {config.cpu_s} s, the machine running out of memory, or "
-               "the code itself)")
-    elif status.startswith("killed by SIGSEGV") or status.startswith("killed by SIGBUS"):
+        how = f"was {status} (the machine running out of memory, or the code itself)"
+    elif status.startswith("killed by SIGSEGV"):
         how = f"was {status} (a crash in C code, e.g. a bad pointer through ctypes)"
+    elif status.startswith("killed by SIGBUS"):
+        how = (f"was {status} (a crash in C code, or a write through a memory map of a file in its work dir "
+               "once the disk quota was used up)")
     else:
         how = f"was {status}" if status.startswith("killed") else status
     return (f"the Python process running the cell {how}. Variables from earlier cells are lost; the next run "
@@ -622,6 +728,7 @@ class SandboxPool:
         self._as_root = hasattr(os, "geteuid") and os.geteuid() == 0
         self._uids: set[int] = set()
         self._keep_read_search = False
+        self._tmpfs, self._no_tmpfs_because = False, ""
         if self._as_root and self._own_root:
             os.chmod(self.root, 0o711)  # workers run as other uids: they may pass through, not list
         _POOLS.add(self)
@@ -631,6 +738,7 @@ class SandboxPool:
             _check_root(self.root, hello["read_dirs"])
             self._keep_read_search = self._as_root and not all(
                 isolation.world_searchable(p) for p in [*hello["read_dirs"], *hello["read_files"], str(self.root)])
+            self._tmpfs, self._no_tmpfs_because = self._try_tmpfs()
             self._report = self._probe()
         except BaseException:
             self.close()
@@ -665,12 +773,26 @@ class SandboxPool:
         session = SandboxSession(self, directory, {}, prelude, enforce)
         try:
             _copy_inputs(inputs or {}, session.inputs_dir)
-            private = (directory, session.work_dir, session.work_dir / ".tmp", session.output_dir)
-            for path in private[1:]:
+            session.work_dir.mkdir(mode=0o700)
+            if self._as_root:  # a uid of its own for the session (the inputs stay the pool's, read-only)
+                uid = session._uid = self._allocate_uid()
+                os.chown(directory, uid, uid)
+                # The work dir itself is the pool's, sticky and writable for the session's group: the code may
+                # make and delete files of its own there, but cannot remove, rename, replace or change what the
+                # pool puts there (aliases of its inputs), which it does not own
+                if self._tmpfs:
+                    try:
+                        isolation.mount_tmpfs(str(session.work_dir), self.config.disk_mb << 20,
+                                              self.config.disk_files + 1, 0, uid, 0o1770)  # + 1: the work dir
+                    except OSError as err:
+                        raise SandboxError(f"could not mount the session's tmpfs (its disk quota): {err}") from None
+                    session._mounted = True
+                else:
+                    os.chown(session.work_dir, 0, uid)
+                    os.chmod(session.work_dir, 0o1770)
+            for path in (session.work_dir / ".tmp", session.output_dir):
                 path.mkdir(mode=0o700)
-            if self._as_root:  # the session's own uid owns its dirs (the inputs stay the pool's, read-only)
-                session._uid = self._allocate_uid()
-                for path in private:
+                if session._uid is not None:
                     os.chown(path, session._uid, session._uid)
             session._env = self._session_env(session, env or {})
             with self._lock:
@@ -702,7 +824,8 @@ class SandboxPool:
         require = [] if not enforce else [name for name, opted_out in (
             ("seccomp", config.allow_network), ("landlock", config.allow_unrestricted_filesystem)) if not opted_out]
         spec = {"work_dir": str(session.work_dir), "inputs_dir": str(session.inputs_dir), "env": session._env,
-                "memory_mb": config.memory_mb, "cpu_s": config.cpu_s, "file_size_mb": config.file_size_mb,
+                "address_space_mb": config.memory_mb - config.disk_mb, "cpu_s": config.cpu_s,
+                "file_size_mb": config.file_size_mb,
                 "max_open_files": config.max_open_files, "max_output_chars": config.max_output_chars,
                 "seccomp": "seccomp" not in config.disable, "landlock": "landlock" not in config.disable,
                 "require": require, "uid": session._uid, "keep_read_search": self._keep_read_search,
@@ -717,7 +840,7 @@ class SandboxPool:
             ready = recv_frame(chan, REQUEST_LIMIT, time.monotonic() + config.start_timeout_s)
         except (EOFError, TimeoutError, OSError, ProtocolError) as err:
             worker.kill()
-            status = worker.exit_status()
+            status, _ = worker.exit_status()
             raise SandboxError(f"a sandbox worker did not start ({err}; {status or 'still running'})") from None
         if not ready.get("ready"):
             worker.kill()
@@ -774,6 +897,27 @@ class SandboxPool:
             self._sessions.discard(session)
             self._uids.discard(session._uid)
 
+    def _try_tmpfs(self) -> tuple[bool, str]:
+        """Whether session work dirs can be tmpfs mounts, so that the kernel enforces the disk quota;
+        if not, why."""
+        if "tmpfs" in self.config.disable:
+            return False, "switched off by SandboxConfig(disable=('tmpfs',))"
+        if not self._as_root:
+            return False, "the pool does not run as root, so it cannot mount a tmpfs"
+        probe = self.root / "tmpfs-probe"
+        probe.mkdir(mode=0o700)
+        try:
+            isolation.mount_tmpfs(str(probe), 1 << 20, 16, 0, 0, 0o700)
+            isolation.unmount(str(probe))
+            return True, ""
+        except OSError as err:
+            return False, f"mounting a tmpfs failed: {err}"
+        finally:
+            try:
+                probe.rmdir()
+            except OSError:
+                pass
+
     def _probe(self) -> IsolationReport:
         """Start a worker with every layer this machine has and try to break out of it; decide from what
         actually happened, not from what should have."""
@@ -790,6 +934,7 @@ class SandboxPool:
             try:
                 result = session.run(code, timeout_s=max(10.0, config.cell_timeout_s))
                 layers = dict(session._worker.layers) if session._worker else {}
+                sees_threads = session._worker is not None and _thread_states(session._worker.pid) is not None
             finally:
                 session.close()
             try:
@@ -805,7 +950,9 @@ class SandboxPool:
             probes = json.loads(result.stdout)
         except ValueError:
             raise SandboxError(f"the sandbox's probe worker failed: {result.error or result.stdout!r}") from None
-        report = _build_report(config, hello, layers, probes, accepted)
+        facts = {"tmpfs": self._tmpfs, "no_tmpfs_because": self._no_tmpfs_because, "as_root": self._as_root,
+                 "sees_threads": sees_threads}
+        report = _build_report(config, hello, layers, probes, accepted, facts)
         _refuse_if_incomplete(config, report)
         return report
 
@@ -858,11 +1005,48 @@ def _layer_active(layers: dict, name: str) -> bool:
     return bool(layers.get(name, [False])[0])
 
 
-def _build_report(config: SandboxConfig, hello: dict, layers: dict, probes: dict, accepted: bool) -> IsolationReport:
+def _build_report(config: SandboxConfig, hello: dict, layers: dict, probes: dict, accepted: bool,
+                  facts: dict) -> IsolationReport:
     def layer(name: str, fallback: str) -> Layer:
         active, detail = layers.get(name, [False, fallback])
         return Layer(name, bool(active), detail)
 
+    seccomp, landlock = _layer_active(layers, "seccomp"), _layer_active(layers, "landlock")
+    if seccomp and landlock:
+        files = f"{config.disk_mb} MB for its files" + (" (a tmpfs: in RAM)" if facts["tmpfs"] else "")
+        memory = Layer("memory", True, f"{config.memory_mb} MB per session: {files}, the other "
+                                       f"{config.memory_mb - config.disk_mb} MB its address space (RLIMIT_AS); "
+                                       "memfd_create, SysV IPC and POSIX message queues denied, /dev/shm unreachable")
+    else:
+        memory = Layer("memory", False, "only the address space is limited: " + (
+            "without seccomp, memfd_create and SysV shared memory" if landlock else "without Landlock, /dev/shm")
+            + " hold memory outside it")
+    quota_size = f"{config.disk_mb} MB and {config.disk_files} files and directories"
+    if facts["tmpfs"]:
+        quota = Layer("disk_quota", True, f"each session's work dir is a tmpfs of {quota_size}: the kernel refuses "
+                                          "the write past it (ENOSPC), files deleted while open included")
+    else:
+        quota = Layer("disk_quota", False, f"no tmpfs ({facts['no_tmpfs_because']}): {quota_size} are counted after "
+                                           "each cell, so a cell can go past them until it ends, and files deleted "
+                                           "while open are not seen")
+    if landlock and facts["as_root"]:
+        inputs = Layer("inputs_read_only", True, "read-only under Landlock, and the pool's files (0444) in the pool's "
+                                                 "dir; the work dir is the pool's and sticky (1770), so what the pool "
+                                                 "puts there (aliases of the inputs) cannot be removed, replaced or "
+                                                 "changed either")
+    elif landlock:
+        inputs = Layer("inputs_read_only", False, "read-only under Landlock, but the worker has the pool's uid: it can "
+                                                  "chmod them, and remove or replace aliases the pool puts in its work "
+                                                  "dir")
+    else:
+        inputs = Layer("inputs_read_only", False, "without Landlock only file modes protect the inputs")
+    if facts["sees_threads"]:
+        threads = Layer("threads_end_with_cell", True, "a cell that leaves threads running ends its process (the "
+                                                       "pool counts them in /proc while it is frozen): no thread "
+                                                       "outlives its cell")
+    else:
+        threads = Layer("threads_end_with_cell", False, "/proc/<pid>/task is unreadable: a thread a cell leaves is "
+                                                        "frozen between cells but runs on in later ones")
     connect, read, kill = (probes.get(k, "not run") for k in ("connect", "read", "signal"))
     network_closed = not accepted and connect != "NOT BLOCKED"
     rows = [
@@ -873,8 +1057,12 @@ def _build_report(config: SandboxConfig, hello: dict, layers: dict, probes: dict
         Layer("network_namespace", bool(hello["netns"][0]), hello["netns"][1]),
         layer("identity", "not applied"),
         layer("rlimits", "not applied"),
+        memory,
+        quota,
+        inputs,
         Layer("frozen_between_cells", True, "SIGSTOP while no cell runs: nothing the code leaves running "
                                             "can act (or swap a collected image) until the next run()"),
+        threads,
         Layer("network_probe", network_closed,
               f"connecting to a TCP listener on 127.0.0.1 failed ({connect})" if network_closed
               else "a worker CONNECTED to a TCP listener the pool opened on 127.0.0.1"),
@@ -923,7 +1111,7 @@ def _check_config(config: SandboxConfig) -> None:
     if not isinstance(config, SandboxConfig):
         raise TypeError(f"config must be a SandboxConfig, not {type(config).__name__}")
     for name in ("cell_timeout_s", "kill_grace_s", "start_timeout_s", "memory_mb", "cpu_s", "file_size_mb",
-                 "max_open_files", "max_tasks", "max_output_chars", "max_image_mb"):
+                 "disk_mb", "disk_files", "max_open_files", "max_tasks", "max_output_chars", "max_image_mb"):
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"SandboxConfig.{name} must be a positive number, got {value!r}")
@@ -932,6 +1120,12 @@ def _check_config(config: SandboxConfig) -> None:
         raise ValueError(f"SandboxConfig.disable: unknown layer(s) {sorted(unknown)}; choose from {list(LAYERS)}")
     if config.max_open_files < 16:
         raise ValueError("SandboxConfig.max_open_files must be at least 16 (Python itself needs a few)")
+    if config.disk_mb >= config.memory_mb:
+        raise ValueError(f"SandboxConfig.disk_mb ({config.disk_mb}) must be less than memory_mb ({config.memory_mb}): "
+                         "a session's files come out of its memory (as root they are a tmpfs, in RAM)")
+    if config.file_size_mb > config.disk_mb:
+        raise ValueError(f"SandboxConfig.file_size_mb ({config.file_size_mb}) must not exceed disk_mb "
+                         f"({config.disk_mb}), the quota of all the session's files together")
 
 
 def _copy_inputs(inputs: dict, directory: Path) -> None:

@@ -154,18 +154,18 @@ def _serve(sock: socket.socket) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD wakes select via the wakeup fd
     live: set[int] = set()
-    reaped: dict[int, str] = {}
+    reaped: dict[int, tuple[str, float]] = {}  # pid -> (how it ended, CPU seconds it used)
 
     def reap():
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
             live.discard(pid)
-            reaped[pid] = _describe_status(status)
+            reaped[pid] = (_describe_status(status), usage.ru_utime + usage.ru_stime)
             if len(reaped) > 4096:
                 reaped.pop(next(iter(reaped)))
 
@@ -217,7 +217,8 @@ def _serve(sock: socket.socket) -> None:
             while pid in live and time.monotonic() < deadline:
                 time.sleep(0.005)
                 reap()
-            send_frame(sock, {"status": reaped.get(pid)})
+            status, cpu_s = reaped.get(pid, (None, None))
+            send_frame(sock, {"status": status, "cpu_s": cpu_s})
         elif op == "signal":  # the fallback without pidfds: only our own, not yet reaped, children
             pid = request["pid"]
             ok = pid in live
@@ -251,7 +252,7 @@ def _lock_down(chan: socket.socket, spec: dict, zygote_pid: int) -> dict:
     # gets what it has now plus the budget
     tasks = spec["max_tasks"] if uid is not None else isolation.count_tasks(os.getuid()) + spec["max_tasks"]
     layers["rlimits"] = [True, isolation.set_limits(
-        isolation.vm_size() + (spec["memory_mb"] << 20), spec["cpu_s"], spec["file_size_mb"] << 20,
+        isolation.vm_size() + (spec["address_space_mb"] << 20), spec["cpu_s"], spec["file_size_mb"] << 20,
         spec["max_open_files"], tasks)]
     keep = chan.fileno()
     os.closerange(3, keep)

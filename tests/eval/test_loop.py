@@ -10,6 +10,7 @@ import random
 import re
 import subprocess
 import sys
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -189,3 +190,18 @@ def test_follow_ups_continue_an_answered_episode():
 def test_generic_profile_renders_tools_through_the_template():
     assert isinstance(get_preset("generic").profile.protocol, HermesProtocol)
     assert get_preset("generic").profile.protocol.tools_in == "template"
+
+
+def test_the_engine_reports_the_stop_string_that_ended_a_reply(tiny_engine):
+    """A reply stopped by `</code>` says so (the text lacks it, as servers strip it): the protocol then knows the
+    block was closed. One that ends on the end-of-turn token names no stop string."""
+    prompt = Prompt([{"role": "user", "content": [{"type": "text", "text": "hi"}]}], [], stop=("</code>",))
+    tiny_engine.submit("stopped", prompt, Sampling(max_tokens=64, script=("<code>print(1)</code> more",)))
+    tiny_engine.submit("ended", replace(prompt, stop=()), Sampling(max_tokens=64, script=("<code>print(1)</code>",)))
+    tiny_engine.submit("cut", prompt, Sampling(max_tokens=3, script=("<code>print(1)</code>",)))
+    done = dict(tiny_engine.poll(timeout=None))
+    while len(done) < 3:
+        done.update(tiny_engine.poll(timeout=None))
+    assert (done["stopped"].reply, done["stopped"].stop, done["stopped"].truncated) == ("<code>print(1)", "</code>", False)
+    assert (done["ended"].reply, done["ended"].stop) == ("<code>print(1)</code>", None)
+    assert done["cut"].truncated and done["cut"].stop is None

@@ -9,6 +9,7 @@ import io
 import json
 import threading
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -374,3 +375,21 @@ def test_wait_ready(scripted):
         with pytest.raises(TimeoutError, match=f"no OpenAI-compatible server answered {server.url}/models within "
                                                r"0.3 s \(last: ConnectError"):
             backend.wait_ready(timeout_s=0.3, interval_s=0.1)
+
+
+@pytest.mark.parametrize("choice, stop", [
+    ({"finish_reason": "stop", "stop_reason": "</code>"}, "</code>"),  # vLLM's server names the stop string
+    ({"finish_reason": "stop", "stop_reason": None}, None),  # the end-of-turn token
+    ({"finish_reason": "stop", "stop_reason": 151645}, None),  # a stop token id: the end of turn
+    ({"finish_reason": "stop"}, None),  # a server that does not say: unknown, read as the end of turn
+    ({"finish_reason": "length", "stop_reason": None}, None),
+    ({"finish_reason": "stop", "stop_reason": "</answer>"}, None),  # not a stop string this request sent
+], ids=["stop_string", "end_of_turn", "stop_token", "unknown", "length", "foreign"])
+def test_the_stop_string_that_ended_a_reply_is_reported(scripted, choice, stop):
+    body = chat_completion("<code>print(1)")
+    body["choices"][0].update(choice)
+    server = scripted(script=[(200, {}, body)])
+    prompt = replace(text_prompt("hi"), stop=("</code>",))
+    with OpenAIHTTPBackend(server.url, "m") as backend:
+        completion = one(backend, prompt)
+    assert completion.stop == stop and completion.truncated == (choice["finish_reason"] == "length")

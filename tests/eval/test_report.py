@@ -141,9 +141,17 @@ def test_report_tables(run):
                  "| **overall** | 70.0% | 5 | 40.0% | 5 | +30.0 pts |",
                  "| answer | 5 | 4 |", "| error | 0 | 1 |",
                  "| crop | 11 | 0 |", "| draw_polygon | 4 | 0 |",
-                 "| tools | 4.20 | 0 | 0 | 3.00 | 5000 | 500 |", "| no_tools | 0.80 | 1 | 1 | 1.25 | 2000 | 80 |"]:
+                 "| tools | 4.20 | 0 | 0 | 0 | 3.00 | 5000 | 500 |", "| no_tools | 0.80 | 1 | 0 | 1 | 1.25 | 2000 | 80 |"]:
         assert line in report.splitlines(), line
     assert "Overthink (Agentic-MME)" in report and "Chain MAE (VTC-Bench)" in report
+
+
+def test_replies_without_the_required_answer_tag_count_as_format_failures(run):
+    _, tools, no_tools, _ = run
+    failed = [{**r, "stop_reason": "no_answer", "prediction": "", "score": 0.0} for r in tools[:2]]
+    summary = summarize(failed + tools[2:] + no_tools)
+    modes = summary["modes"]
+    assert modes["tools"]["overall"]["format_failures"] == 2 and modes["no_tools"]["overall"]["format_failures"] == 0
 
 
 def test_plots_are_linked_valid_pngs(run):

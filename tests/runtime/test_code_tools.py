@@ -144,7 +144,9 @@ def test_code_tools_need_a_sandbox():
 def test_the_stripped_stop_string_is_restored_in_the_history(pool):
     profile, toolbox = toolbox_for("thyme", pool)
     episode = toolbox.start(profile, "q", [demo_image(16, 16)])
-    scripted([episode], lambda e: ["<code>print(1)", "<answer>two"], toolbox)  # servers drop "</code>", "</answer>"
+    # servers drop the stop string that ended a generation ("</code>", "</answer>") and report which it was
+    scripted([episode], lambda e: [{"completion": "<code>print(1)", "stop": "</code>"},
+                                   {"completion": "<answer>two", "stop": "</answer>"}], toolbox)
     texts = [m["content"][0]["text"] for m in episode.trajectory.messages if m["role"] == "assistant"]
     assert texts == ["<code>print(1)</code>", "<answer>two</answer>"] and episode.answer == "two"
 

@@ -200,7 +200,7 @@ def test_call_ids_stay_unique_when_a_server_reuses_them():
 
 
 def test_skipped_calls_do_not_spend_the_tool_budget():
-    deepeyes = ModelProfile("one-per-turn", HermesProtocol(max_calls_per_turn=1), budgets=Budgets(max_tool_calls=2))
+    deepeyes = ModelProfile("one-per-turn", HermesProtocol(), budgets=Budgets(max_tool_calls=2), max_calls_per_turn=1)
     toolbox = ToolBox("default")
     episode = toolbox.start(deepeyes, "q", [demo_image(16, 16)])
     drive(toolbox, [episode], [[call("flip") * 3, call("flip"), "<answer>a</answer>"]])

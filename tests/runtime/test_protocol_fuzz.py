@@ -1,15 +1,20 @@
 """Fuzzing every protocol's `parse`, and whole episodes, with completions that mix random text with the real
-syntax (tool calls, code blocks, answers, broken JSON, unicode, NUL bytes, huge numbers, deep nesting).
+syntax (tool calls, code blocks and fences, answers, end-of-turn tokens, broken JSON, unicode, NUL bytes, huge
+numbers, deep nesting), each ending in one of the ways a backend reports: the end of turn, the token limit, or
+a stop string.
 
 Each of the 5,000 generated completions is parsed by every protocol configuration, and by the OpenAI ones
 also as a server reply (a dict with random `tool_calls`), so every protocol sees 5,000 of each form it takes.
-The extreme inputs that once crashed parsers (integers over 4,300 digits, JSON nested past the recursion
-limit, non-finite numbers) are in the strategies and pinned by the regression tests at the end.
+The oracles say which blocks may run: only closed ones (by their tag, or by the closing tag as the stop string),
+never one cut by the token limit, never a fence in another language or a fence line, never anything past the
+model's end of turn. The extreme inputs that once crashed parsers (integers over 4,300 digits, JSON nested past
+the recursion limit, non-finite numbers) are in the strategies and pinned by the regression tests at the end.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -17,8 +22,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from runtime.episode import Budgets, Episode, State
-from runtime.profiles import get_profile
+from runtime.profiles import ModelProfile, get_profile
 from runtime.protocols import CODE_TOOL, CodeProtocol, HermesProtocol, Observation, OpenAIProtocol
+from runtime.protocols.base import Finish
 from runtime.trajectory import Trajectory
 
 HUGE_DIGITS = 4400  # over Python's 4,300-digit int conversion limit (sys.get_int_max_str_digits)
@@ -31,15 +37,16 @@ FEWER = settings(FUZZ, max_examples=500)
 HERMES = {
     "hermes_system": HermesProtocol(tools_in="system"),
     "hermes_template": HermesProtocol(tools_in="template"),
-    "deepeyes": get_profile("deepeyes").protocol,  # max_calls_per_turn=1, custom wrappers
+    "deepeyes": get_profile("deepeyes").protocol,  # custom wrappers, only closed calls run
 }
 CODE = {f"code_{style}_{'first' if first else 'all'}": CodeProtocol(style=style, first_block_only=first)
         for style in ("thyme", "pyvision", "plain") for first in (True, False)}
-CODE["code_plain_capped"] = CodeProtocol(style="plain", max_calls_per_turn=2)
-OPENAI = {"openai": OpenAIProtocol(tool_images="user"),
-          "openai_capped": OpenAIProtocol(tool_images="tool", max_calls_per_turn=2)}
+OPENAI = {"openai": OpenAIProtocol(tool_images="user"), "openai_tool_images": OpenAIProtocol(tool_images="tool")}
 TEXT_PROTOCOLS = {**HERMES, **CODE, **OPENAI}  # OpenAI also takes a bare string completion
-assert get_profile("deepeyes").protocol.max_calls_per_turn == 1
+assert not get_profile("deepeyes").protocol.open_calls_run and get_profile("deepeyes").max_calls_per_turn == 1
+TURN_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
+FINISHES = st.sampled_from([Finish(), Finish(), Finish(length=True), Finish(stop="</code>"),
+                            Finish(stop="</answer>"), Finish(stop="</tool_call>"), Finish(stop="<|im_end|>")])
 
 # -- strategies ------------------------------------------------------------------------------------------------
 
@@ -48,7 +55,8 @@ SYNTAX = st.sampled_from([
     "</tool_call></tool_call>",
     "<code>", "</code>", "```python\n", "```py\n", "```", "\n```\n", "<answer>", "</answer>", "<answer></answer>",
     "<think>", "</think>", "<tool_response>", "</tool_response>", "<sandbox_output>", "<|im_end|>", "<|im_start|>",
-    "<interpreter>", "\n", "\n\n", " ", "\x00", '"', "\\", "{", "}", "[", "]", ":", ",", '{"name": ', '"arguments": ',
+    "<|endoftext|>", "<|im_start|>user\n", "<|vision_start|><|image_pad|><|vision_end|>", "<interpreter>", "~~~",
+    "```bash\n", "```Python\n", "```json\n", "\n", "\n\n", " ", "\x00", '"', "\\", "{", "}", "[", "]", ":", ",", '{"name": ', '"arguments": ',
     "\ufeff", "\u2028", "🐱", "猫", "é", "\r\n", "\t",
 ])
 TEXT = st.text(max_size=16)
@@ -111,16 +119,23 @@ def call_texts(draw) -> str:
 
 @st.composite
 def code_texts(draw) -> str:
-    fence = draw(st.sampled_from(["", "```python\n", "```py\n", "```\n", "  ```python3 \n", "```javascript\n"]))
-    body = draw(st.sampled_from(["print(1)", "x = '</code>'", "", "\n", "import os\nprint(os.getcwd())", "```"]) | TEXT)
-    close = draw(st.sampled_from(["", "\n```", "```\n", "\n```\n", "``"])) if fence else ""
+    fence = draw(st.sampled_from(["", "```python\n", "```py\n", "```\n", "  ```python3 \n", "```javascript\n",
+                                  "```PYTHON {.x}\n", "~~~py\r\n", "```bash\n", "```json\n", "```text\n",
+                                  "\n```Python3 title=a.py\n"]))
+    body = draw(st.sampled_from(["print(1)", "x = '</code>'", "", "\n", "import os\nprint(os.getcwd())", "```",
+                                 "a = 1\r\nprint(a)", "```python\nprint(2)\n```", "<code>print(3)</code>",
+                                 "print('<answer>x</answer>')"]) | TEXT)
+    close = draw(st.sampled_from(["", "\n```", "```\n", "\n```\n", "``", "\n~~~", "\n```\nmore text",
+                                  "\n```\n```python\nprint(4)\n```"])) if fence else ""
     return "<code>" + fence + body + close + draw(st.sampled_from(["</code>", "</code>", ""]))
 
 
 FRAGMENTS = st.one_of(TEXT, SYNTAX, SYNTAX, call_texts(), code_texts(),
                       st.builds(lambda t: f"<answer>{t}</answer>", TEXT),
                       st.builds(lambda t: f"<think>{t}</think>", TEXT))
-COMPLETIONS = st.lists(FRAGMENTS, max_size=6).map("".join)
+OPEN_ENDS = st.sampled_from(["", "", "", '<tool_call>\n{"name": "crop", "arguments": {"box": [1, 2, 3, 4]}}\n',
+                             "<code>\nprint(1)\n", "<code>```python\nprint(1)\n```", "<answer>42"])
+COMPLETIONS = st.tuples(st.lists(FRAGMENTS, max_size=6).map("".join), OPEN_ENDS).map("".join)  # blocks left open
 
 ODD = st.sampled_from([None, True, 0, -1.5, "", "x", [], {}, [None], {"name": 1}])  # wrong types, cheaply
 STRUCTURED_CALLS = st.fixed_dictionaries(
@@ -137,36 +152,44 @@ TOOL_CALLS = st.one_of(st.lists(RAW_CALLS, max_size=3), st.none(), RAW_CALLS)
 
 # -- oracles ---------------------------------------------------------------------------------------------------
 
-def expected_answer(text: str) -> str | None:
-    """The text inside the last closed <answer>...</answer> (scanning left to right); failing that, an unclosed
-    <answer> with nothing closing it runs to the end (generation stopped on the closing tag)."""
-    closed, position = [], 0
-    while (start := text.find("<answer>", position)) >= 0 and (end := text.find("</answer>", start + 8)) >= 0:
-        closed.append(text[start + 8:end])
-        position = end + 9
-    if closed:
-        return closed[-1].strip()
-    start = text.rfind("<answer>")
-    return text[start + 8:].strip() if start >= 0 else None
+CONTROL = re.compile(r"<\|[^<>|\s]{1,64}\|>")
+FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n]*")
 
 
-def blocks(text: str, tag: str) -> list[tuple[int, int]]:
-    """(start, end) of each `<tag>...</tag>` block, an unclosed last one running to the end. A tool call
-    whose JSON quotes its closing tag runs to the first of its next 8 closing tags that completes the JSON."""
-    spans, position, close = [], 0, f"</{tag}>"
-    while (start := text.find(f"<{tag}>", position)) >= 0:
-        body = start + len(tag) + 2
-        ends, search = [], body
-        while len(ends) < 8 and (end := text.find(close, search)) >= 0:
-            ends.append(end)
-            search = end + len(close)
-        if not ends:
-            spans.append((start, len(text)))
-            break
-        end = next((e for e in ends if tag == "tool_call" and is_json(text[body:e])), ends[0])
-        spans.append((start, end + len(close)))
-        position = end + len(close)
-    return spans
+def own_turn(text: str) -> str:
+    """The reply up to its first end-of-turn token, control tokens it spells broken (as the next prompt needs)."""
+    cut = min((text.find(m) for m in TURN_MARKERS if m in text), default=len(text))
+    return CONTROL.sub(lambda m: "<\u200b" + m.group()[1:], text[:cut])
+
+
+def reading(text: str, opener: str | None, closer: str | None, finish: Finish):
+    """Blocks (body, closed) and the answer, by a token scan: every tag position first, then consumed left to
+    right. Inside an answer only </answer> counts, inside a block only its closer (for a tool call, the first
+    of its next 8 closers that completes the JSON). The last closed answer wins; an unclosed one only when
+    </answer> was the stop string."""
+    tags = sorted((m.start(), m.group()) for m in re.finditer(
+        "|".join(re.escape(t) for t in ("<answer>", "</answer>", opener, closer) if t), text))
+    blocks, answers, state, since = [], [], None, 0
+    for at, tag in tags:
+        if at < since:
+            continue
+        if state is None and tag == "<answer>":
+            state, body = "answer", at + 8
+        elif state is None and tag == opener:
+            state, body = "block", at + len(opener)
+        elif state == "answer" and tag == "</answer>":
+            answers.append(text[body:at])
+            state, since = None, at + 9
+        elif state == "block" and tag == closer:
+            closes = [m.start() for m in re.finditer(re.escape(closer), text[body:])][:8]
+            end = body + next((c for c in closes if opener == "<tool_call>" and is_json(text[body:body + c])), closes[0])
+            blocks.append((text[body:end], True))
+            state, since = None, end + len(closer)
+    if state == "block":
+        blocks.append((text[body:], finish.stop == closer and not finish.length))
+    if state == "answer" and finish.stop == "</answer>" and not finish.length:
+        answers.append(text[body:])
+    return blocks, (answers[-1].strip() if answers else None)
 
 
 def is_json(body: str) -> bool:
@@ -177,17 +200,7 @@ def is_json(body: str) -> bool:
         return False
 
 
-def outside(text: str, spans: list[tuple[int, int]]) -> str:
-    """The text around the blocks: an <answer> quoted inside code or call arguments is not an answer."""
-    pieces, cursor = [], 0
-    for start, end in spans:
-        pieces.append(text[cursor:start])
-        cursor = end
-    return "".join(pieces) + text[cursor:]
-
-
-def check_parsed(protocol, parsed, answer_source: str) -> None:
-    assert isinstance(parsed.content, str)
+def check_calls(parsed) -> None:
     for call in parsed.calls:
         assert isinstance(call.name, str)
         assert (isinstance(call.arguments, dict) and call.error is None) or (isinstance(call.error, str) and call.error)
@@ -195,44 +208,65 @@ def check_parsed(protocol, parsed, answer_source: str) -> None:
             json.dumps(call.arguments)  # recordable
         if not call.parsed:
             assert call.arguments is None
-    if protocol.max_calls_per_turn is not None:
-        assert sum(call.error is None for call in parsed.calls) <= protocol.max_calls_per_turn
-    assert parsed.answer == expected_answer(answer_source)
 
 
-def check_text_parse(name: str, protocol, completion: str) -> None:
-    parsed = protocol.parse(completion)
+def check_code_call(call, body: str, closed: bool) -> None:
+    """A block runs only when closed, holds no nested <code>, and is unfenced or fenced as Python with nothing
+    after its closing fence; fence lines never reach the interpreter. A plain closed block always runs."""
+    assert call.name == CODE_TOOL and isinstance(call.arguments["code"], str)
+    lines = [line for line in body.replace("\r\n", "\n").split("\n") if line.strip()]
+    fences = [k for k, line in enumerate(lines) if FENCE_LINE.fullmatch(line)]
+    if call.error is None:
+        code = call.arguments["code"]
+        assert closed and "<code>" not in body and code.strip()
+        assert not any(FENCE_LINE.fullmatch(line) for line in code.split("\n"))
+        if fences:
+            language = re.match(r"[\w+-]*", FENCE_LINE.fullmatch(lines[0]).group()[len(lines[0]) - len(lines[0].lstrip()):]
+                                .lstrip("`~").strip()).group().lower()
+            assert fences[0] == 0 and language in ("", "python", "py", "python3") and fences[1:] in ([], [len(lines) - 1])
+    elif closed and lines and not fences and "<code>" not in body:
+        raise AssertionError(f"a closed plain block did not run: {call.error}")
+
+
+def check_text_parse(name: str, protocol, completion: str, finish: Finish) -> None:
+    parsed = protocol.parse(completion, finish)
+    own = own_turn(completion)
+    assert parsed.past_turn == completion[len(completion[:min((completion.find(m) for m in TURN_MARKERS
+                                                               if m in completion), default=len(completion))]):]
+    assert not CONTROL.search(parsed.content)  # nothing in the kept text renders as a control token
+    assert protocol.parse(own, finish).calls == parsed.calls  # nothing past the end of turn matters
+    check_calls(parsed)
     if isinstance(protocol, CodeProtocol):
-        spans = blocks(completion, "code")
-        if protocol.first_block_only and spans:
-            spans = spans[:1]
-            assert parsed.content == completion[:spans[0][1]]
-        else:
-            assert parsed.content == completion  # the code stays in the text as written
-        assert len(parsed.calls) == len(spans)
-        assert all(c.name == CODE_TOOL and isinstance(c.arguments["code"], str) for c in parsed.calls)
-        check_parsed(protocol, parsed, outside(parsed.content, blocks(parsed.content, "code")))
+        found, answer = reading(own, "<code>", "</code>", finish)
+        if protocol.first_block_only and found:
+            found = found[:1]
+            cut = own.find("</code>", own.find("<code>") + 6)
+            _, answer = reading(own[:cut + 7] if cut >= 0 else own, "<code>", "</code>", finish)
+        assert len(parsed.calls) == len(found)
+        for call, (body, closed) in zip(parsed.calls, found):
+            check_code_call(call, body, closed)
     elif isinstance(protocol, HermesProtocol):
-        spans = blocks(completion, "tool_call")
-        assert len(parsed.calls) == len(spans)
-        check_parsed(protocol, parsed, outside(completion, spans))
-        assert all(c.id is None for c in parsed.calls)
+        found, answer = reading(own, "<tool_call>", "</tool_call>", finish)
+        assert len(parsed.calls) == len(found) and all(c.id is None for c in parsed.calls)
+        for call, (_, closed) in zip(parsed.calls, found):
+            assert call.error is not None or closed or (protocol.open_calls_run and not finish.length)
     else:
-        assert parsed.content == completion and parsed.calls == ()
-        check_parsed(protocol, parsed, completion)
-    assert protocol.parse({"role": "assistant", "content": completion}).content == parsed.content  # a reply dict
+        _, answer = reading(own, None, None, finish)
+        assert parsed.content == own and parsed.calls == ()
+    assert parsed.answer == answer
+    assert protocol.parse({"role": "assistant", "content": completion}, finish).content == parsed.content  # a reply dict
 
 
 # -- parse fuzzing ---------------------------------------------------------------------------------------------
 
-def check_openai_reply(protocol, reply: dict) -> None:
-    parsed = protocol.parse(reply)
+def check_openai_reply(protocol, reply: dict, finish: Finish) -> None:
+    parsed = protocol.parse(reply, finish)
     raw = reply["tool_calls"]
     assert len(parsed.calls) == (len(raw) if isinstance(raw, list) else 1 if raw else 0)
     content = reply["content"]
-    text = content if isinstance(content, str) else "".join(p["text"] for p in content or [])
-    assert parsed.content == text
-    check_parsed(protocol, parsed, text)
+    text = own_turn(content if isinstance(content, str) else "".join(p["text"] for p in content or []))
+    assert parsed.content == text and parsed.answer == reading(text, None, None, finish)[1]
+    check_calls(parsed)
     for call, original in zip(parsed.calls, raw if isinstance(raw, list) else [raw]):
         assert call.id is None or (isinstance(call.id, str) and call.id == original.get("id"))
         if call.error is None:
@@ -240,24 +274,24 @@ def check_openai_reply(protocol, reply: dict) -> None:
 
 
 @FUZZ
-@given(COMPLETIONS, TOOL_CALLS, st.integers(0, 3))
-def test_every_protocol_parses_fuzzed_completions(completion, tool_calls, form):
+@given(COMPLETIONS, TOOL_CALLS, st.integers(0, 3), FINISHES)
+def test_every_protocol_parses_fuzzed_completions(completion, tool_calls, form, finish):
     """Every text protocol parses the completion (as a string and as a reply dict); the OpenAI protocols also
     parse it as a server reply with random `tool_calls` and the text as a string, None, or content parts."""
     for name, protocol in TEXT_PROTOCOLS.items():
-        check_text_parse(name, protocol, completion)
+        check_text_parse(name, protocol, completion, finish)
     half = len(completion) // 2
     parts = [{"type": "text", "text": completion[:half]}, {"type": "text", "text": completion[half:]}]
     content = [completion, None, parts, []][form]
     for protocol in OPENAI.values():
-        check_openai_reply(protocol, {"role": "assistant", "content": content, "tool_calls": tool_calls})
+        check_openai_reply(protocol, {"role": "assistant", "content": content, "tool_calls": tool_calls}, finish)
 
 
 # -- round trip: valid blocks come back as written -------------------------------------------------------------
 
 PLAIN = st.lists(TEXT | st.sampled_from(["<think>", "</think>", "<answer>", "</answer>", "</tool_call>", "\n", " ",
                                           "<code>", "\x00", "猫"]), max_size=4).map("".join).filter(
-    lambda t: "<tool_call>" not in t and "<|im_" not in t)
+    lambda t: "<tool_call>" not in t and "<|im_" not in t and t.rfind("<answer>") <= t.rfind("</answer>"))
 
 
 @st.composite
@@ -278,11 +312,12 @@ def record(protocol, completion: str) -> Episode:
 @given(canonical_completions())
 def test_hermes_system_round_trips_valid_blocks(case):
     completion, n_calls = case
-    for protocol in (HERMES["hermes_system"], HermesProtocol(tools_in="system", max_calls_per_turn=1)):
+    for protocol in (HERMES["hermes_system"], ModelProfile("capped", HermesProtocol(tools_in="system"),
+                                                          max_calls_per_turn=1)):
         episode = record(protocol, completion)
         recorded = episode.trajectory.messages[-1]
         assert len(recorded.get("tool_calls", [])) == n_calls
-        rendered = protocol.render(episode.trajectory).messages[-1]
+        rendered = episode.protocol.render(episode.trajectory).messages[-1]
         assert rendered["role"] == "assistant" and rendered["content"] == [{"type": "text", "text": completion}]
 
 
@@ -346,7 +381,8 @@ def test_episodes_on_fuzzed_completions_stay_valid_and_round_trip(image_dir, qwe
                    if name.startswith("openai") else EPISODE_COMPLETIONS)
     while not episode.done:
         check_renders(processor, episode.prompt())
-        pending = episode.submit(data.draw(completions), truncated=data.draw(st.sampled_from([False] * 9 + [True])))
+        finish = data.draw(FINISHES)
+        pending = episode.submit(data.draw(completions), truncated=finish.length, stop=finish.stop)
         episode.trajectory.validate()
         if episode.state is State.RUNNING_TOOLS:
             results = {}

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 REQUIRED = {"tcp_connect", "udp_dns", "write_outside", "read_other_session", "fork_bomb", "memory_bomb",
             "infinite_loop", "sleep_forever", "huge_output", "file_size_bomb", "thread_bomb", "kill_parent",
             "ctypes_libc", "subprocess_shell", "delete_inputs", "parent_environment", "symlink_outputs",
-            "ptrace_memory"}
+            "ptrace_memory", "alias_inputs", "disk_quota", "memory_outside", "thread_outlives_cell",
+            "raise_limits"}
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="the sandbox needs Linux")
 

@@ -7,6 +7,8 @@ README.md in this folder explains the protocol, the official and strict scoring 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from eval.backends import Sampling
 from eval.benchmarks.data import keep, wanted
 from eval.benchmarks.tir_bench import data, function_calling, tables
@@ -71,6 +73,8 @@ class TirBench(Suite):
         return {"temperature": 0.0, "max_tokens": MAX_NEW_TOKENS}
 
     def profile(self, profile):
+        # TIR-Bench scores the raw final response: a reply without an answer tag is still the answer
+        profile = replace(profile, answer_tag_required=False)
         if self.study:
             return function_calling.study_profile(profile, self.track, self.variant)
         return profile

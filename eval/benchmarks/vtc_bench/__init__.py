@@ -88,7 +88,10 @@ class VtcBench(Suite):
         return replace(profile, protocol=protocol, system_prompt=system, question_suffix="",
                        toolset="vtc_bench" if self.track == "interface" else None, code_tool=None,
                        budgets=Budgets(max_turns=MAX_ROUNDS, max_tool_calls=10 * MAX_ROUNDS, max_images=MAX_IMAGES),
-                       answer_with_calls="calls", harness=QwenAgentLoop())
+                       answer_with_calls="calls", harness=QwenAgentLoop(),
+                       # Qwen-Agent runs every call of a reply (the prompt asks for one); a reply without a call
+                       # or an answer gets the harness's nudge
+                       max_calls_per_turn=None, answer_tag_required=False)
 
     def toolboxes(self, profile):
         from eval.loop import ToolBoxes
