@@ -137,8 +137,8 @@ class Episode:
         (which servers strip from the text); neither: at the model's own end of turn."""
         self._expect(State.GENERATING)
         parsed = self.protocol.parse(completion, Finish(truncated, stop))
-        parsed = replace(parsed, calls=capped(list(parsed.calls), self.profile.max_calls_per_turn))
-        reply, _ = self.protocol.own_turn(completion)
+        parsed = replace(parsed, calls=capped(parsed.calls, self.profile.max_calls_per_turn))
+        reply = parsed.reply
         if parsed.past_turn:
             self.trajectory.meta.setdefault("text_past_end_of_turn", []).append(parsed.past_turn)
         harness = self.profile.harness

@@ -33,6 +33,7 @@ class Parsed:
     content: str  # the assistant text the trajectory keeps
     calls: tuple[Call, ...] = ()
     answer: str | None = None  # the text inside <answer>...</answer>, when present
+    reply: str = ""  # the reply as written, up to the model's own end of turn (what a harness reads)
     past_turn: str = ""  # text the model wrote after its own end of turn: dropped, kept for the record
 
 
@@ -113,7 +114,7 @@ def reply_text(completion) -> str:
     return completion if isinstance(completion, str) else ""
 
 
-def capped(calls: list[Call], limit: int | None) -> tuple[Call, ...]:
+def capped(calls: tuple[Call, ...], limit: int | None) -> tuple[Call, ...]:
     if limit is None or len(calls) <= limit:
         return tuple(calls)
     error = (f"only {limit} tool call(s) per turn are run; this call was skipped. Call it again in a later turn "
@@ -181,12 +182,14 @@ class Reading:
     outside: str  # the text around the blocks
 
 
-def read_reply(text: str, opener: str | None, closer: str | None, finish: Finish, find_close=None) -> Reading:
+def read_reply(text: str, opener: str | None, closer: str | None, finish: Finish, find_close=None,
+               first_block_only: bool = False) -> Reading:
     """A reply read left to right as written. Inside an `<answer>` only `</answer>` ends it (a `<code>` or
     `<tool_call>` quoted in an answer is text); inside a block only its own closing tag does (an `<answer>`
     in code is not one). The answer is the last closed one; an unclosed one counts when `</answer>` was the
     stop string that ended generation. `find_close(text, body_start)` finds a block's closing tag (default:
-    the next `closer`). With no `opener`, only the answer is read."""
+    the next `closer`). With no `opener`, only the answer is read. `first_block_only`: the reply ends with
+    its first closed block (generation stopped there; what follows was never really generated)."""
     find_close = find_close or (lambda t, k: t.find(closer, k))
     blocks: list[Block] = []
     answers: list[str] = []
@@ -215,6 +218,9 @@ def read_reply(text: str, opener: str | None, closer: str | None, finish: Finish
                 break
             blocks.append(Block(at_block, text[body:close], close + len(closer), True))
             position = close + len(closer)
+            if first_block_only:
+                text = text[:position]
+                break
     pieces, cursor = [], 0
     for block in blocks:
         pieces.append(text[cursor:block.start])

@@ -77,13 +77,9 @@ class CodeProtocol(Protocol):
         or left open, a fence in another language, two blocks in one and a nested `<code>` are format
         errors the model reads instead of a result."""
         text, past_turn = self.own_turn(completion)
-        reading = read_reply(text, "<code>", "</code>", finish)
-        blocks = reading.blocks
-        if self.first_block_only and blocks:
-            blocks = blocks[:1]
-            reading = read_reply(reading.text[:blocks[0].end], "<code>", "</code>", finish)
-        calls = [self._call(block, finish) for block in blocks]
-        return Parsed(reading.text, tuple(calls), reading.answer, past_turn)
+        reading = read_reply(text, "<code>", "</code>", finish, first_block_only=self.first_block_only)
+        calls = [self._call(block, finish) for block in reading.blocks]
+        return Parsed(reading.text, tuple(calls), reading.answer, text, past_turn)
 
     @staticmethod
     def _call(block, finish: Finish) -> Call:

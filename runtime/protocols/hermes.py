@@ -126,7 +126,7 @@ class HermesProtocol(Protocol):
         calls = [self._call(block, finish) for block in blocks]
         if self.verbatim or not all(c.parsed and c.error is None and _canonical(c, block.body)
                                     for c, block in zip(calls, blocks)):
-            return Parsed(completion, tuple(calls), reading.answer, past_turn)
+            return Parsed(completion, tuple(calls), reading.answer, text, past_turn)
         kept, cursor = [], 0
         for block in blocks:
             before = completion[cursor:block.start]
@@ -134,7 +134,7 @@ class HermesProtocol(Protocol):
             cursor = block.end
         tail = completion[cursor:]
         kept.append(tail if tail.strip() or not blocks else "")
-        return Parsed("".join(kept), tuple(calls), reading.answer, past_turn)
+        return Parsed("".join(kept), tuple(calls), reading.answer, text, past_turn)
 
     def _call(self, block, finish: Finish) -> Call:
         call = _read_call(block.body)

@@ -27,10 +27,10 @@ class OpenAIProtocol(Protocol):
         content, past_turn = self.own_turn(completion)
         answer = read_reply(content, None, None, finish).answer
         if not isinstance(completion, dict):
-            return Parsed(content, (), answer, past_turn)
+            return Parsed(content, (), answer, content, past_turn)
         raw_calls = completion.get("tool_calls") or []
         calls = [_read_call(raw, k) for k, raw in enumerate(raw_calls if isinstance(raw_calls, list) else [raw_calls])]
-        return Parsed(content, tuple(calls), answer, past_turn)
+        return Parsed(content, tuple(calls), answer, content, past_turn)
 
     def render(self, trajectory: Trajectory) -> Prompt:
         images: list = []
