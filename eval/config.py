@@ -10,8 +10,9 @@ from pathlib import Path
 GPU_DEFAULT_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 SMOKE_MODEL = "tiny-random-qwen2.5-vl"  # built locally by runtime.tiny_model: random weights, CPU smoke runs
 BACKENDS = ("vllm", "openai", "hf", "reference")
-SUITES = ("synthetic", "tir_bench", "vtc_bench")
+SUITES = ("synthetic", "tir_bench", "vtc_bench", "visualtoolbench", "agentic_mme")
 SCORING = ("official", "strict")
+WEB_MODES = ("replay", "record", "offline")
 NO_JUDGE = "none"  # --judge_model none: no LLM judge; what needs one stays unscored (TIR-Bench reads answers by rule)
 TOOL_MODES = {"on": ("tools",), "none": ("no_tools",), "both": ("tools", "no_tools")}
 
@@ -44,9 +45,22 @@ class EvalConfig:
                                        "weak_chain; tir_bench --study function_calling: plain, hint, options).",
                                        default=None)
     track: str | None = _help("vtc_bench: 'interface' (the opencv_* tools) or 'code' (model-written Python); "
+                              "agentic_mme: 'atm' (atomic tools) or 'gen' (model-written Python); "
                               "tir_bench --study function_calling: 'function' or 'code'.", default=None)
     study: str | None = _help("tir_bench: 'function_calling', the rotation-game study of the paper's section 4.4.",
                               default=None)
+    critical: str | None = _help("visualtoolbench: which rubrics are critical for the pass rate (see "
+                                 "eval/benchmarks/visualtoolbench/SCORING.md; default: the benchmark's judge).",
+                                 default=None)
+    web: str | None = _help("Search and browsing tools: 'replay' (recorded answers: the suite's and --web_replay), "
+                            "'record' (replay, else --web_provider, stored in --web_record) or 'offline' (every "
+                            "call answers 'unavailable', counted in the report). Default: replay.", default=None)
+    web_replay: list[str] = _help("More recordings of web answers (.jsonl) for --web replay or record.",
+                                  default_factory=list)
+    web_provider: str | None = _help("--web record: 'module:function' answering (tool, arguments) with the reply "
+                                     "text, e.g. a search API client of your own.", default=None)
+    web_record: str | None = _help("--web record: where new answers are stored (default: web_record.jsonl in the "
+                                   "run directory).", default=None)
     tasks: list[str] = _help("Synthetic suite: which data_gen tasks (default: all).", default_factory=list)
     per_task: int = _help("Synthetic suite: samples per task.", default=8)
     difficulty: str = _help("Synthetic suite: easy, medium or hard.", default="medium")
@@ -111,11 +125,20 @@ class EvalConfig:
 
             if self.toolset not in TOOLSETS:
                 problems.append(f"--toolset must be one of {sorted(TOOLSETS)}, got {self.toolset!r}")
-        benchmark_only = [f"--{k}" for k in ("data_dir", "revision", "track", "prompt_variant", "study")
+        benchmark_only = [f"--{k}" for k in ("data_dir", "revision", "track", "prompt_variant", "study", "critical",
+                                              "web", "web_provider", "web_record")
                           if getattr(self, k) is not None]
         if benchmark_only and self.suite not in SUITES[1:]:
             problems.append(f"{', '.join(benchmark_only)}: settings of the benchmark suites ({', '.join(SUITES[1:])}), "
                             f"not to --suite {self.suite}")
+        if self.web_replay and self.suite not in SUITES[1:]:
+            problems.append(f"--web_replay: a setting of the benchmark suites, not to --suite {self.suite}")
+        if self.web not in (None, *WEB_MODES):
+            problems.append(f"--web must be one of {WEB_MODES}, got {self.web!r}")
+        if (self.web == "record") != bool(self.web_provider):
+            problems.append("--web record needs --web_provider module:function (the live provider whose answers are "
+                            "stored), and --web_provider is only used by --web record")
+        problems += [f"--web_replay {path}: no such file" for path in self.web_replay if not Path(path).is_file()]
         if self.scoring not in SCORING:
             problems.append(f"--scoring must be one of {SCORING}, got {self.scoring!r}")
         try:

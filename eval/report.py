@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from eval.metrics import process_metrics
 from eval.suites import suite_tables
+from runtime.web import unavailable_calls
 
 MODES = ("tools", "no_tools")
 PLOTS = {"accuracy": "accuracy_per_category.png", "tools": "tool_distribution.png", "turns": "turns_per_episode.png"}
@@ -91,6 +92,8 @@ def _stats(records: list[dict], mode: str) -> dict:
         "errors": sum(r.get("stop_reason") == "error" for r in records),
         # a reply with neither a call nor the answer tag its protocol requires
         "format_failures": sum(r.get("stop_reason") == "no_answer" for r in records),
+        # web tool calls the run's web backend could not answer (offline, or not in the replay)
+        "web_unavailable": sum(unavailable_calls((r.get("trajectory") or {}).get("messages") or []) for r in records),
         **process,
         "turns_mean": sum(k * v for k, v in turns.items()) / n,
         "turns_distribution": {str(k): turns[k] for k in sorted(turns)},  # string keys: as JSON reads them back
@@ -143,10 +146,11 @@ def _markdown(summary: dict, records: list[dict], config: dict) -> str:
                       _num(o["calls_per_episode"]), _num(o["chain_length_mae"]), _pct(o["tool_efficiency"]),
                       _num(o["overthink"])] for m, o in overall.items()])
     lines += ["", "## Cost and failures", ""]
-    lines += _table(["mode", "turns/episode", "errors", "format failures", "unscored", "mean latency (s)",
-                     "prompt tokens", "completion tokens"],
-                    [[m, _num(o["turns_mean"]), o["errors"], o["format_failures"], o["unscored"], _num(o["latency_s_mean"]),
-                      o["prompt_tokens"], o["completion_tokens"]] for m, o in overall.items()])
+    lines += _table(["mode", "turns/episode", "errors", "format failures", "web calls unavailable", "unscored",
+                     "mean latency (s)", "prompt tokens", "completion tokens"],
+                    [[m, _num(o["turns_mean"]), o["errors"], o["format_failures"], o["web_unavailable"], o["unscored"],
+                      _num(o["latency_s_mean"]), o["prompt_tokens"], o["completion_tokens"]]
+                     for m, o in overall.items()])
     lines += ["", "## Accuracy per category", ""]
     header = ["category", *(f"{column} ({mode})" for mode in modes for column in ("accuracy", "n"))]
     rows = []

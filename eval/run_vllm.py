@@ -5,6 +5,7 @@
     python eval/run_vllm.py --config recipes/eval/qwen2_5_vl_7b.yaml --shard 0/4
     python eval/run_vllm.py merge runs/qwen2.5-vl-7b-instruct-synthetic      # join shards, write the report
     python eval/run_vllm.py report RUN_DIR [OTHER_RUN_DIR ...]              # (re)write a report
+    python eval/run_vllm.py rejudge RUN_DIR --judge_model M [--out NEW_DIR]  # judge a run again, model not rerun
 
 Without --model, a GPU machine evaluates Qwen/Qwen2.5-VL-7B-Instruct; a machine without one builds a tiny
 random-weight model and runs a small smoke evaluation through the real vLLM CPU engine. Every flag is a
@@ -24,6 +25,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
+import shutil  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from dataclasses import MISSING, fields, replace  # noqa: E402
@@ -61,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     if argv and argv[0] in ("merge", "report"):
         return _merge_or_report(argv[0], argv[1:])
+    if argv and argv[0] == "rejudge":
+        if len(argv) < 2 or argv[1].startswith("--"):
+            raise ValueError("usage: python eval/run_vllm.py rejudge RUN_DIR --judge_model M [--judge_base_url URL] "
+                             "[--out NEW_DIR]")
+        config = parse(argv[2:])
+        rejudge(argv[1], {k: getattr(config, k) for k in config.explicit})
+        return 0
     evaluate(resolve(parse(argv)))
     return 0
 
@@ -291,6 +300,54 @@ def _judge_stage(config: EvalConfig, suite: Suite, run: RunDir, tasks: list[Task
         if started:
             judge_backend.close()
     return backend
+
+
+REJUDGE_SETTINGS = ("judge_model", "judge_base_url", "judge_retries", "api_key_env", "out", "overwrite",
+                    "max_model_len", "tensor_parallel_size", "gpu_memory_utilization", "dtype")
+
+
+def rejudge(source: str | Path, settings: dict, backend=None) -> list[dict]:
+    """Judge a finished run again with another judge, without running the model again: its records and images go
+    to a new run directory (default: RUN_DIR-judged-<judge>), where every record that waited for a judge is judged
+    anew and the report is written; the original run keeps its judgments. Resumable like a run. `backend`: one the
+    caller owns, for --judge_model same."""
+    source = Path(source)
+    if not (source / "config.json").is_file() or not (source / "records.jsonl").is_file():
+        shards = " (merge its shards first: python eval/run_vllm.py merge RUN_DIR)" if any(
+            source.glob("records.shard-*")) else ""
+        raise ValueError(f"{source} is not a finished run directory (config.json and records.jsonl){shards}")
+    other = sorted(set(settings) - set(REJUDGE_SETTINGS))
+    if other:
+        raise ValueError(f"rejudge changes the judge only; {', '.join('--' + k for k in other)} would change the run: "
+                         f"choose among {', '.join('--' + k for k in REJUDGE_SETTINGS)}")
+    if settings.get("judge_model") in (None, NO_JUDGE):
+        raise ValueError("rejudge needs --judge_model: the judge to use instead of the run's")
+    saved = json.loads((source / "config.json").read_text())
+    names = {f.name for f in fields(EvalConfig)}
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(settings["judge_model"]).name.lower())
+    config = EvalConfig(**{**{k: v for k, v in saved.items() if k in names}, "out": f"{source}-judged-{name}",
+                           "overwrite": False, **settings})
+    if Path(config.out).resolve() == source.resolve():
+        raise ValueError("--out must name a new directory: the run keeps its own judgments")
+    suite = load_suite(config)
+    run = RunDir(config.out)
+    run.open(_saved_config(config, suite), overwrite=config.overwrite)
+    if not run.records_path.exists():
+        for image in (source / "images").glob("*.png"):  # content-addressed: a link is as good as a copy
+            if not (run.images / image.name).exists():
+                try:
+                    os.link(image, run.images / image.name)
+                except OSError:
+                    shutil.copyfile(image, run.images / image.name)
+        partial = run.records_path.with_name("records.jsonl.partial")
+        shutil.copyfile(source / "records.jsonl", partial)
+        os.replace(partial, run.records_path)
+    print(f"{config.out}: judging the records of {source} with {config.judge_model}", flush=True)
+    backend = _judge_stage(config, suite, run, suite.tasks, backend, owned=backend is None)
+    summary = write_report(run.path, run.records(), _saved_config(config, suite))
+    print(f"report: {run.path / 'report.md'}")
+    _print_headline(summary)
+    return run.records()
 
 
 def _shard(tasks: list[Task], index: int, count: int) -> list[Task]:

@@ -6,7 +6,8 @@ code must save what it makes, and how the result is reported back. The code itse
   code prints (or its error) plus any image it saves to the output folder.
 - `pyvision`: the same conventions, reported as PyVision's `<interpreter>` turn (the protocol wraps it).
 - `agentic_mme_gen`: Agentic-MME's Gen mode: `ORIGINAL_IMAGE_PATH` and `PROCESSED_IMAGE_SAVE_PATH` in the
-  environment; images saved as `transformed_image_N.png` (N from 1) are reported as `[Image N: name]`.
+  environment, each cell a fresh script; every image it saves is reported (`[Code output]`/`[Code error]`, then
+  `[New images: Image N: transformed_image_N.png, ...]`; the suite shows each image with its `[Image N: name]`).
 - `python_image_processing`: VisualToolBench's function tool (schema word for word, with the image list
   and save path filled in); the inputs are in the working directory; it returns
   `{"ok", "stdout", "stderr", "output_path", "output_paths"}` as its harness does (ok is "true"/"false").
@@ -25,6 +26,7 @@ from tools.toolset import Reply
 
 ANY_IMAGE = re.compile(r"(?i).+\.(png|jpe?g|webp|bmp|tiff?)$")
 TRANSFORMED = re.compile(r"(?i)^transformed_image_(\d+)\.png$")
+AMME_OUTPUT_CHARS = 2000  # Agentic-MME's Gen runner shows this much of a cell's output
 
 
 @dataclass(frozen=True)
@@ -76,13 +78,42 @@ def _save_path(context: CodeContext) -> dict:
 
 
 def _amme_describe(result, saved: list[Saved]) -> str:
-    parts = []
-    if result.stdout.strip():
-        parts.append(f"stdout:\n{result.stdout.rstrip()}")
-    if result.stderr.strip() or result.error:
-        parts.append("stderr:\n" + "\n".join(t.rstrip("\n") for t in (result.stderr, result.error) if t and t.strip()))
-    parts += [f"[Image {TRANSFORMED.match(s.path.name).group(1)}: {s.path.name}]" for s in saved]
-    return "\n".join(parts) or "Code executed with no output."
+    """The Gen runner's report of a cell: the first 2000 characters of its stdout (or of its error), then the new
+    images by number (`transformed_image_N.png` is Image N, any other image its workspace index)."""
+    if result.ok:
+        out = result.stdout[:AMME_OUTPUT_CHARS]
+        parts = [f"[Code output]\n{out}" if out.strip() else "[Code executed successfully, no output]"]
+    else:
+        error = "\n".join(t.rstrip("\n") for t in (result.stderr, result.error) if t and t.strip())
+        parts = [f"[Code error]\n{error[:AMME_OUTPUT_CHARS]}"]
+    if saved:
+        listed = [f"Image {_amme_number(s)}: {s.path.name}" for s in saved]
+        parts.append(f"[New images: {', '.join(listed)}]")
+    return "\n".join(parts)
+
+
+def _amme_number(saved: Saved) -> int:
+    numbered = TRANSFORMED.match(saved.path.name)
+    return int(numbered.group(1)) if numbered else saved.index
+
+
+def _amme_prepare(code: str) -> str:
+    """The Gen runner runs each cell as a fresh script (nothing carries over from earlier cells), with
+    LOCAL_INPUT_IMAGE_PATH at the latest image: transformed_image_N.png with the largest N, else the newest image
+    file, else the original."""
+    return (
+        "import os as _os\nimport re as _re\n"
+        "_out = _os.environ['PROCESSED_IMAGE_SAVE_PATH']\n"
+        "_files = [f for f in _os.listdir(_out) if _os.path.isfile(_os.path.join(_out, f))]\n"
+        "_numbered = sorted((int(_re.match(r'(?i)^transformed_image_(\\d+)\\.png$', f).group(1)), f) for f in _files "
+        "if _re.match(r'(?i)^transformed_image_(\\d+)\\.png$', f))\n"
+        "_images = sorted((f for f in _files if _os.path.splitext(f)[1].lower() in "
+        "('.png', '.jpg', '.jpeg', '.bmp', '.gif', '.tiff', '.tif')), key=lambda f: _os.stat(_os.path.join(_out, f)).st_mtime)\n"
+        "_latest = _numbered[-1][1] if _numbered else (_images[-1] if _images else None)\n"
+        "_os.environ['LOCAL_INPUT_IMAGE_PATH'] = _os.path.join(_out, _latest) if _latest else "
+        "_os.environ['ORIGINAL_IMAGE_PATH']\n"
+        f"exec(compile({code!r}, 'model_code.py', 'exec'), {{'__name__': '__main__'}})\n"
+    )
 
 
 def _vtb_describe(result, saved: list[Saved]) -> str:
@@ -122,7 +153,7 @@ CODE_TOOLS: dict[str, CodeTool] = {
     "thyme": CodeTool(CODE_TOOL, _printed, question=_thyme_question, env=_save_path),
     "pyvision": CodeTool(CODE_TOOL, _printed, question=_thyme_question, env=_save_path),
     "agentic_mme_gen": CodeTool(
-        CODE_TOOL, _amme_describe, collect=TRANSFORMED,
+        CODE_TOOL, _amme_describe, prepare=_amme_prepare,
         env=lambda c: {"ORIGINAL_IMAGE_PATH": str(c.inputs[0]), "PROCESSED_IMAGE_SAVE_PATH": str(c.output_dir)}),
     "python_image_processing": CodeTool(
         "python_image_processing", _vtb_describe, collect=TRANSFORMED, schema=_vtb_schema, inputs_in_work_dir=True,

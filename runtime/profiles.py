@@ -8,14 +8,14 @@ and tools it was trained with, and its budgets. A profile is data that `Episode`
 | deepeyes | hermes, DeepEyes' own system prompt and turn reminder | pixels, min side 28 | the first | no answer |
 | thyme | `<code>`, output inside the assistant turn, stops on `</code>` | - | the first block | the answer |
 | pyvision | `<code>`, output as an `<interpreter>` user turn | - | the first block | the answer |
-| agentic_mme_gen | `<code>`, Agentic-MME's Gen mode; calls win over an answer in the same turn | - | all | no answer |
+| agentic_mme_gen | `<code>`, Agentic-MME's Gen mode; calls win over an answer in the same turn | - | all | the answer |
 | openai | OpenAI function calling; tool images in a user message | tool set's own | all | the answer |
 | visualtoolbench | OpenAI function calling with `python_image_processing` | - | all | the answer |
 
 "All" calls per turn follows Qwen's templates and vLLM's hermes parser, which read every `<tool_call>` of a
 reply (parallel calls); DeepEyes' harness runs the first. A reply with neither a call nor an answer is the
 answer where the published harness takes the final message (Qwen's, TIR-Bench's raw responses), and no
-answer where the protocol requires the answer tag (DeepEyes, Agentic-MME): the episode stops on `no_answer`
+answer where the protocol requires the answer tag (DeepEyes): the episode stops on `no_answer`
 and reports count it as a format failure.
 """
 
@@ -55,25 +55,89 @@ CODE_SYSTEM = (
     "<answer>...</answer>."
 )
 
-# Agentic-MME's released Gen-mode system prompt (paper appendix), without the search tools it offers
-# through function calls; the web is not reachable from the sandbox.
+# Agentic-MME's Gen-mode system prompt, word for word (general/run_general_script_openai.py REACT_SYSTEM_PROMPT at
+# ChoS3nE11ven/Agentic-MME@5e5dfbd; eval/benchmarks/agentic_mme/prompts/runner.json holds it with its source). It
+# names the search tools the benchmark offers as function calls: the agentic_mme suite gives them, a run of
+# other tasks with this profile does not.
 AMME_GEN_SYSTEM = (
-    "You are a multimodal reasoning agent that solves visual questions step by step.\n\n"
-    "You have access to:\n1. **Code execution**: Write Python code in <code> blocks for image manipulation and analysis\n\n"
-    "## Image Management\n- Images are tracked by index: Image 0 is the original input, Images 1, 2, ... are processed results\n"
+    "You are a multimodal reasoning agent that solves visual questions step by step.\n"
+    "\n"
+    "You have access to:\n"
+    "1. **Search tools** (via function calling): google_search, google_lens_search, fetch_webpage\n"
+    "2. **Code execution**: Write Python code in <code> blocks for image manipulation and analysis\n"
+    "\n"
+    "## Image Management\n"
+    "- Images are tracked by index: Image 0 is the original input, Images 1, 2, ... are processed results\n"
     "- Image N corresponds to transformed_image_N.png (e.g., Image 1 = transformed_image_1.png)\n"
-    "- After your code runs, new images will be shown with their index (e.g., \"[Image 1: transformed_image_1.png]\")\n\n"
-    "## Response Format\n\nUse these XML blocks as needed (all are OPTIONAL):\n<think>\nYour reasoning process.\n</think>\n\n"
-    "<code>\nPython code for image processing.\n\nAvailable paths (via environment variables):\n"
+    "- After your code runs, new images will be shown with their index (e.g., \"[Image 1: transformed_image_1.png]\")\n"
+    "- You can reference any image by its index when using search tools\n"
+    "\n"
+    "## Workflow (ReAct Pattern)\n"
+    "\n"
+    "For each step:\n"
+    "1. **Think**: Analyze what you know and what you need\n"
+    "2. **Act**: Use search tools OR write code as needed\n"
+    "3. **Observe**: Review results (code output and processed images will be shown with their indices)\n"
+    "4. **Repeat** until you have enough information\n"
+    "5. **Answer**: Provide your final answer\n"
+    "\n"
+    "## Response Format\n"
+    "\n"
+    "Use these XML blocks as needed (all are OPTIONAL):\n"
+    "\n"
+    "<think>\n"
+    "Your reasoning process. Analyze the image, plan your approach, interpret tool results.\n"
+    "</think>\n"
+    "\n"
+    "<code>\n"
+    "Python code for image processing. \n"
+    "\n"
+    "Available paths (via environment variables):\n"
     "- os.environ['ORIGINAL_IMAGE_PATH']: Path to the original input image (Image 0)\n"
-    "- os.environ['PROCESSED_IMAGE_SAVE_PATH']: Directory to save processed images\n\n"
-    "Naming convention for saved images:\n- Save as: transformed_image_1.png, transformed_image_2.png, etc. (starting from 1)\n"
+    "- os.environ['PROCESSED_IMAGE_SAVE_PATH']: Directory to save processed images\n"
+    "\n"
+    "Naming convention for saved images:\n"
+    "- Save as: transformed_image_1.png, transformed_image_2.png, etc. (starting from 1)\n"
     "- Full path: os.path.join(os.environ['PROCESSED_IMAGE_SAVE_PATH'], 'transformed_image_1.png')\n"
-    "- Image N corresponds to transformed_image_N.png\n\nLibraries available: PIL, cv2, numpy\n"
-    "Use print() to output values. Do NOT use display() or plt.show().\n</code>\n\n"
-    "<answer>\nYour final answer. Only include when you have enough information.\n</answer>\n\n"
-    "## Critical Rules\n\n1. **Do NOT combine action and answer in the same turn**\n"
-    "2. **Image feedback**: After your code runs, you will automatically receive the stdout/stderr output and the new images"
+    "- Image N corresponds to transformed_image_N.png\n"
+    "\n"
+    "You can read any previously saved image from the output directory, including downloaded images (downloaded_image_N.png).\n"
+    "Libraries available: PIL, cv2, numpy, matplotlib, scipy\n"
+    "Use print() to output values. Do NOT use display() or plt.show().\n"
+    "</code>\n"
+    "\n"
+    "<answer>\n"
+    "Your final answer. Only include when you have enough information.\n"
+    "</answer>\n"
+    "\n"
+    "## Critical Rules\n"
+    "\n"
+    "1. **Do NOT combine action and answer in the same turn**: \n"
+    "   - If you use <code> or call a search tool, do NOT include <answer> in the same response\n"
+    "   - Wait for the results before providing your answer\n"
+    "   - <answer> should only appear when you are ready to give the final answer with NO more actions needed\n"
+    "\n"
+    "2. **Image feedback**: After your code runs, you will automatically receive:\n"
+    "   - The stdout/stderr output\n"
+    "   - New images with their indices (e.g., \"[Image 1: transformed_image_1.png]\")\n"
+    "   - All newly generated images displayed directly\n"
+    "\n"
+    "3. **Using specific images with search tools**: \n"
+    "   - Use google_lens_search with \"image_path\" parameter to search a specific image\n"
+    "   - Example: {\"image_path\": \"transformed_image_1.png\"} to search Image 1\n"
+    "   - Or use \"image_ref\": \"original\" for Image 0, \"current\" for the latest image\n"
+    "\n"
+    "# 4. **Downloading images from web**: \n"
+    "#    - Use download_image to fetch images from URLs found in search results\n"
+    "#    - Downloaded images are saved as downloaded_image_N.png and shown to you\n"
+    "#    - You can then crop/process them with <code> blocks\n"
+    "\n"
+    "## Important\n"
+    "\n"
+    "- Search tools are called via function calling, NOT in <code>\n"
+    "- Code in <code> blocks will be executed locally\n"
+    "- Think step by step in <think>\n"
+    "- Only provide <answer> when confident and after observing all results\n"
 )
 
 
@@ -157,8 +221,7 @@ PROFILES: dict[str, ModelProfile] = {p.name: p for p in (
                  system_prompt=CODE_SYSTEM, code_tool="pyvision"),
     ModelProfile("agentic_mme_gen", CodeProtocol(name="agentic_mme_gen", style="plain"),
                  system_prompt=AMME_GEN_SYSTEM, code_tool="agentic_mme_gen",
-                 budgets=Budgets(max_turns=15, max_tool_calls=15), answer_with_calls="calls",
-                 answer_tag_required=True),
+                 budgets=Budgets(max_turns=15, max_tool_calls=15), answer_with_calls="calls"),
     ModelProfile("openai", OpenAIProtocol(tool_images="user")),
     ModelProfile("visualtoolbench", OpenAIProtocol(name="openai-visualtoolbench", tool_images="user"),
                  code_tool="python_image_processing"),

@@ -3,8 +3,8 @@
 - `synthetic`: the `data_gen/` tasks, generated from seeds on the fly (the default suite);
 - `jsonl`: the user's own tasks, one JSON object per line with image files beside it (format in
   `eval/suites/jsonl.py` and the README);
-- the public benchmarks, one folder each in `eval/benchmarks/` (`tir_bench`, `vtc_bench`): their data, their
-  published protocol and their official scoring.
+- the public benchmarks, one folder each in `eval/benchmarks/` (`tir_bench`, `vtc_bench`, `visualtoolbench`,
+  `agentic_mme`): their data, their published protocol and their official scoring.
 
 A `Suite` holds the tasks and the hooks where a benchmark's protocol differs from tirlab's defaults: the
 prompt and budgets (`profile`, `start`), the sampling its paper used (`defaults`), its tools (`toolboxes`),
@@ -154,6 +154,14 @@ def suite_class(name: str | None) -> type[Suite]:
         from eval.benchmarks.vtc_bench import VtcBench
 
         return VtcBench
+    if name == "visualtoolbench":
+        from eval.benchmarks.visualtoolbench import VisualToolBench
+
+        return VisualToolBench
+    if name == "agentic_mme":
+        from eval.benchmarks.agentic_mme import AgenticMme
+
+        return AgenticMme
     return Suite
 
 
@@ -169,7 +177,9 @@ def load_suite(config) -> Suite:
         from eval.suites.synthetic import synthetic_suite
 
         return Suite(list(synthetic_suite(config.tasks or tuple(TASKS), config.per_task, config.difficulty)))
-    if config.suite in ("tir_bench", "vtc_bench"):
+    from eval.config import SUITES
+
+    if config.suite in SUITES[1:]:
         return suite_class(config.suite).from_config(config)
     from eval.suites.jsonl import jsonl_suite
 

@@ -141,7 +141,7 @@ def test_report_tables(run):
                  "| **overall** | 70.0% | 5 | 40.0% | 5 | +30.0 pts |",
                  "| answer | 5 | 4 |", "| error | 0 | 1 |",
                  "| crop | 11 | 0 |", "| draw_polygon | 4 | 0 |",
-                 "| tools | 4.20 | 0 | 0 | 0 | 3.00 | 5000 | 500 |", "| no_tools | 0.80 | 1 | 0 | 1 | 1.25 | 2000 | 80 |"]:
+                 "| tools | 4.20 | 0 | 0 | 0 | 0 | 3.00 | 5000 | 500 |", "| no_tools | 0.80 | 1 | 0 | 0 | 1 | 1.25 | 2000 | 80 |"]:
         assert line in report.splitlines(), line
     assert "Overthink (Agentic-MME)" in report and "Chain MAE (VTC-Bench)" in report
 

@@ -71,7 +71,7 @@ def test_thyme_runs_code_keeps_variables_and_continues_the_assistant_turn(pool):
     assert last[-1]["text"].endswith("</sandbox_output>") and {"type": "image"} in last
 
 
-def test_agentic_mme_gen_collects_transformed_images_only(pool):
+def test_agentic_mme_gen_collects_every_new_image_as_its_runner_does(pool):
     profile, toolbox = toolbox_for("agentic_mme_gen", pool)
     image = demo_image(40, 40)
     episode = toolbox.start(profile, "q", [image])
@@ -80,10 +80,13 @@ def test_agentic_mme_gen_collects_transformed_images_only(pool):
             "cv2.imwrite(os.path.join(out, 'transformed_image_1.png'), cv2.flip(src, 1))\n"
             "cv2.imwrite(os.path.join(out, 'scratch.png'), src)\nprint('saved')\n</code>")
     scripted([episode], lambda e: [code + "<answer>too early</answer>", "<answer>done</answer>"], toolbox)
-    assert episode.answer == "done" and len(episode.workspace) == 2  # calls won over the early answer
-    np.testing.assert_array_equal(episode.workspace[1], image[:, ::-1])
+    # calls won over the early answer; any image file the code saved is new, not only transformed_image_N.png
+    assert episode.answer == "done" and len(episode.workspace) == 3
+    flipped = [i for i in (1, 2) if np.array_equal(episode.workspace[i], image[:, ::-1])]
+    assert len(flipped) == 1 and np.array_equal(episode.workspace[3 - flipped[0]], image)
     text = [m for m in episode.trajectory.messages if m["role"] == "tool"][0]["content"][-1]["text"]
-    assert "stdout:\nsaved" in text and "[Image 1: transformed_image_1.png]" in text and "scratch" not in text
+    assert text.startswith("[Code output]\nsaved") and "Image 1: transformed_image_1.png" in text
+    assert "scratch.png" in text
 
 
 def test_visualtoolbench_function_tool_reads_the_working_dir_and_returns_its_json(pool):

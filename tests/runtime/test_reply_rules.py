@@ -159,7 +159,7 @@ def test_a_call_closed_by_the_stop_string_runs():
 @pytest.mark.parametrize("name, stop", [("qwen2_5_vl", Stop.FINAL_MESSAGE), ("qwen3_vl", Stop.FINAL_MESSAGE),
                                         ("thyme", Stop.FINAL_MESSAGE), ("pyvision", Stop.FINAL_MESSAGE),
                                         ("openai", Stop.FINAL_MESSAGE), ("visualtoolbench", Stop.FINAL_MESSAGE),
-                                        ("deepeyes", Stop.NO_ANSWER), ("agentic_mme_gen", Stop.NO_ANSWER)])
+                                        ("deepeyes", Stop.NO_ANSWER), ("agentic_mme_gen", Stop.FINAL_MESSAGE)])
 def test_a_reply_without_call_or_answer_follows_the_profiles_harness(name, stop):
     episode = Episode.start(get_profile(name), "How many cats?")
     episode.prompt()

@@ -1,0 +1,902 @@
+"""Agentic-MME (arXiv 2604.03016, github.com/ChoS3nE11ven/Agentic-MME) as a suite: 418 tasks in 3 levels, run as
+the benchmark's OpenAI-compatible runners run them, in either interface (`--track`): Atm, the 14 atomic image tools
+and the search tools as function calls (atomic/run_atomic_tools_openai.py), or Gen, model-written Python in
+`<code>` blocks beside the search tools (general/run_general_script_openai.py). Their system prompts, user turns,
+tool schemas, tool replies, requests for a final answer and 15-round / 15-call loop are reproduced; then the
+benchmark's own scoring: the final answer by its verifier, and the process axes (S: search checkpoints by an LLM
+judge; V_tool: the required visual tool used; V_true: a VLM judge on the images the model made; Overthink).
+README.md in this folder explains each part and every known difference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from eval.backends import Sampling
+from eval.benchmarks.agentic_mme import data, tables
+from eval.benchmarks.data import keep, wanted
+from eval.config import NO_JUDGE
+from eval.suites import Suite
+from runtime.code_tools import TRANSFORMED
+from runtime.harness import Harness, Nudge
+from runtime.profiles import QWEN_STOP, Budgets
+from runtime.protocols import CodeProtocol, HermesProtocol, OpenAIProtocol, Prompt, Protocol
+from runtime.protocols.base import END_OF_TURN, Call, Finish, Parsed, reply_text
+from runtime.protocols.code import CODE_TOOL
+from runtime.toolbox import ToolBox
+from runtime.trajectory import message_text, text
+from tools.toolset import Reply, Tool, ToolSet
+
+FOLDER = Path(__file__).parent
+RUNNER = FOLDER / "prompts" / "runner.json"
+SEARCH = FOLDER / "prompts" / "search_tools.json"
+JUDGES = FOLDER / "prompts" / "process_judges.json"
+WEB_REPLAY = FOLDER / "web_replay.jsonl"
+TRACKS = ("atm", "gen")
+DEFAULT_TRACK = "atm"  # the paper's headline (Gemini 3 Pro, 56.3 % in Atm mode)
+MAX_ROUNDS = 15  # --max_rounds: model calls in the loop, before the one that asks for a final answer
+MAX_TOOL_CALLS = 15  # --max_tool_calls: function calls in all (Gen's code blocks do not count)
+# the runners' request settings: --temperature 0.0 and the token limit of a loop call
+SAMPLING = {"atm": {"temperature": 0.0, "max_tokens": 4000}, "gen": {"temperature": 0.0, "max_tokens": 12000}}
+MAX_IMAGES = 64  # the runners have no image budget; a Gen cell may save several images
+CODE_TIMEOUT_S = 180  # exec_python_file's timeout
+CODE_OUTPUT_CHARS = 2000  # how much of stdout or stderr the model reads
+IMAGE_TOOLS = ("crop", "rotate", "flip", "resize", "enhance", "grayscale", "autocontrast", "blur", "sharpen",
+               "denoise", "edge_detect", "invert", "equalize", "threshold")
+SEARCH_TOOLS = ("google_search", "google_lens_search", "fetch_webpage")
+DEFAULT_GL, DEFAULT_HL = "us", "en"  # configs/search_config.json
+FETCH_CHARS = 12000
+# a call past the budget: the runner stops reading the reply's calls there and sends no tool message for it; the
+# trajectory keeps it with this note, and the prompt leaves it out
+SKIPPED_CALL = "not run: the tool-call budget was spent; the benchmark's runner sends no reply to this call"
+LENS_IMAGE = "_image_index"  # where the toolbox puts the workspace image a Gen lens call names
+
+# the runners' readers (general/run_general_script_openai.py, atomic/run_atomic_tools_openai.py)
+CODE_RE = re.compile(r"<code>(.*?)</code>", re.IGNORECASE | re.DOTALL)
+ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+ANSWER_UNCLOSED_RE = re.compile(r"<answer>(.*)", re.IGNORECASE | re.DOTALL)
+TOOL_LOG_RE = re.compile(r"<tool_log>(.*?)</tool_log>", re.IGNORECASE | re.DOTALL)
+THINKING_RE = re.compile(r"<think(?:ing)?>(.*?)</think(?:ing)?>", re.IGNORECASE | re.DOTALL)
+NEW_IMAGES = re.compile(r"Image (\d+): ([^,\]]+)")
+
+
+def runner_texts() -> dict[str, str]:
+    return {key: entry["text"] for key, entry in json.loads(RUNNER.read_text(encoding="utf-8")).items()}
+
+
+def search_schemas(track: str) -> list[dict]:
+    return json.loads(SEARCH.read_text(encoding="utf-8"))[f"{track}_search"]["tools"]
+
+
+def atm_answer(reply: str) -> str:
+    """_extract_answer_text: the closed `<answer>`, else an unclosed one to the end, else the whole reply."""
+    raw = reply or ""
+    found = ANSWER_RE.search(raw) or ANSWER_UNCLOSED_RE.search(raw)
+    return (found.group(1) or "").strip() if found else raw.strip()
+
+
+def gen_code(reply: str) -> str | None:
+    """parse_model_output's code: the first closed `<code>` block, markdown fences taken off; None if empty."""
+    found = CODE_RE.search(reply or "")
+    code = (found.group(1) if found else "").strip()
+    if code:
+        code = re.sub(r"^```python\s*\n?", "", code)
+        code = re.sub(r"^```\s*\n?", "", code)
+        code = re.sub(r"\n?```\s*$", "", code).strip()
+    return code or None
+
+
+def gen_tag_answer(reply: str) -> str:
+    """parse_model_output's answer: a closed `<answer>`, else an unclosed one, else (with no `<code>`,
+    `<tool_log>` or `<think>` block) the whole reply."""
+    raw = reply or ""
+    found = ANSWER_RE.search(raw) or ANSWER_UNCLOSED_RE.search(raw)
+    if found:
+        return found.group(1).strip()
+    if not (CODE_RE.search(raw) or TOOL_LOG_RE.search(raw) or THINKING_RE.search(raw)):
+        return raw.strip()
+    return ""
+
+
+def gen_answer(reply: str) -> str:
+    """The Gen runner's final answer from a reply without calls: the parsed answer, else the raw text."""
+    return gen_tag_answer(reply) or (reply or "").strip()
+
+
+@dataclass(frozen=True)
+class AmmeProtocol(Protocol):
+    """The model's own protocol, with the runner's message layout around it: Gen reads the first `<code>` block
+    (which wins over function calls in the same reply) and shows its output in a user turn, each new image with
+    its `[Image N: name]` line; Atm shows an image tool's JSON reply in the tool message and the new image in a
+    user turn after it. The harness's requests for a final answer are user turns of their own."""
+
+    inner: Protocol = None
+    track: str = DEFAULT_TRACK
+    requests: tuple[str, ...] = ()  # the request texts the harness appends to tool results
+
+    def parse(self, completion, finish: Finish = END_OF_TURN) -> Parsed:
+        parsed = self.inner.parse(completion, finish)
+        code = gen_code(parsed.reply) if self.track == "gen" else None
+        return parsed if code is None else replace(parsed, calls=(Call(CODE_TOOL, {"code": code}),))
+
+    def observation_parts(self, observation):
+        return self.inner.observation_parts(observation)
+
+    def render(self, trajectory):
+        return self.inner.render(replace(trajectory, messages=self.wire_messages(trajectory.messages)))
+
+    def wire_messages(self, messages: list[dict]) -> list[dict]:
+        wired, request = [], None
+        for message in messages:
+            if message["role"] != "tool" and request:
+                wired.append({"role": "user", "content": [text(request)]})
+                request = None
+            if message["role"] == "assistant" and message.get("tool_calls") and all(
+                    call["function"]["name"] == CODE_TOOL for call in message["tool_calls"]):
+                wired.append({k: v for k, v in message.items() if k != "tool_calls"})  # the code stays in the text
+            elif message["role"] == "tool":
+                parts = [p for p in message["content"] if not (p["type"] == "text" and p["text"] in self.requests)]
+                request = next((p["text"] for p in message["content"] if p not in parts), request)
+                if message_text({"content": parts}) != f"Error: {SKIPPED_CALL}":
+                    wired += self._tool_turn(message, parts)
+            else:
+                wired.append(message)
+        if request:
+            wired.append({"role": "user", "content": [text(request)]})
+        return wired
+
+    def _tool_turn(self, message: dict, parts: list[dict]) -> list[dict]:
+        images = [p for p in parts if p["type"] == "image"]
+        words = [p for p in parts if p["type"] == "text"]
+        if self.track == "gen" and message.get("name") == CODE_TOOL:
+            names = dict(NEW_IMAGES.findall(message_text({"content": words}).rpartition("[New images: ")[2]))
+            shown = []
+            for part, number in zip(images, names or [None] * len(images)):
+                label = f"[Image {number}: {names[number]}]" if number else f"[Image {part['image']}]"
+                shown += [part, text(label)]
+            return [{"role": "user", "content": shown + words}]
+        tool = {**message, "content": words}
+        if not images:
+            return [tool]
+        return [tool, {"role": "user", "content": images + [text(_image_line(message.get("name"), words, images))]}]
+
+
+def _image_line(name: str, words: list[dict], images: list[dict]) -> str:
+    """The Atm runner's line under a new image: `[Image {new_image_index}: {tool} - {label}]`."""
+    try:
+        out = json.loads(message_text({"content": words}))
+    except ValueError:
+        out = {}
+    out = out if isinstance(out, dict) else {}
+    label = out.get("label", "")
+    return f"[Image {out.get('new_image_index', images[-1]['image'])}: {name}" + (f" - {label}" if label else "") + "]"
+
+
+class AmmeLoop(Harness):
+    """The runners' loop as rules on our episode (one round = one model call):
+
+    - a reply with calls runs them (an answer beside them is ignored); in Gen a `<code>` block runs instead of
+      the calls, and an answer beside it ends the run once the code has run;
+    - a reply without calls ends the run with its answer (Atm: `<answer>` or else the text; Gen: the same, or the
+      text when the answer is empty); an empty one gets a request for the answer (Atm: without tools);
+    - the 16th function call is not run: the tools go away and a request for the answer follows;
+    - Atm: after the calls of round 14, a request for the answer in the last round, without tools;
+    - after round 15 without an answer, one more call without tools asks for it; its reply is the answer.
+    """
+
+    unreadable_calls_are_text = True  # the runners read calls from the server's parser: an unreadable one is text
+
+    def __init__(self, track: str):
+        self.track, self.texts = track, runner_texts()
+        self.request_texts = (self.request(self.texts["reason_budget"].format(max_tool_calls=MAX_TOOL_CALLS)),
+                              self.request(self.texts["reason_one_round"]), self.texts[f"{track}_final"])
+
+    def request(self, reason: str) -> str:
+        return self.texts[f"{self.track}_request"].format(reason=reason)
+
+    def offer_tools(self, episode) -> bool:
+        return not loop_state(episode)["no_tools"]
+
+    def after_reply(self, episode, reply: str, has_calls: bool) -> Nudge | None:
+        state, turn = loop_state(episode), episode.turns - 1
+        if state["final"]:  # the reply to the last request: whatever it holds is the answer
+            _end(episode, self._answer(reply), "final_request")
+            return None
+        if has_calls:
+            if self.track == "gen" and gen_code(reply) is not None:
+                state["answer_after_code"] = gen_tag_answer(reply) or None
+            return None
+        answer = self._answer(reply)
+        if answer:
+            _end(episode, answer, "answer")
+            return None
+        if turn < MAX_ROUNDS - 1:
+            state["no_tools"] = state["no_tools"] or self.track == "atm"
+            return Nudge(self.request(self.texts["reason_empty"]))
+        state["final"] = state["no_tools"] = True
+        return Nudge(self.texts[f"{self.track}_final"])
+
+    def after_tools(self, episode) -> tuple[str, bool]:
+        state, turn = loop_state(episode), episode.turns - 1
+        answer = state.pop("answer_after_code", None)
+        if answer:
+            _end(episode, answer, "answer_after_code")
+            return "", True
+        if state.pop("budget_hit", False):
+            state["no_tools"] = True
+            if turn < MAX_ROUNDS - 1:
+                return self.request(self.texts["reason_budget"].format(max_tool_calls=MAX_TOOL_CALLS)), False
+        elif self.track == "atm" and turn == MAX_ROUNDS - 2:
+            state["no_tools"] = True
+            return self.request(self.texts["reason_one_round"]), False
+        if turn >= MAX_ROUNDS - 1:
+            state["final"] = state["no_tools"] = True
+            return self.texts[f"{self.track}_final"], False
+        return "", False
+
+    def _answer(self, reply: str) -> str:
+        return gen_answer(reply) if self.track == "gen" else atm_answer(reply)
+
+
+def loop_state(episode) -> dict:
+    return episode.harness_state.setdefault("agentic_mme", {"no_tools": False, "final": False, "calls": 0})
+
+
+def _end(episode, answer: str, how: str) -> None:
+    """The runner's final answer, kept in the trajectory (the episode then ends on its own rules)."""
+    episode.trajectory.meta["agentic_mme"] = {"answer": answer, "ended": how}
+
+
+class AmmeToolBox(ToolBox):
+    """The runners' tool-call budget (every function call counts, Gen's code blocks do not; the reply's calls
+    after the one that exceeds it are not run), and Gen's lens calls resolved to the image they name."""
+
+    def __init__(self, track: str, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.track = track
+
+    def run(self, episodes) -> None:
+        for episode in episodes:
+            state = loop_state(episode)
+            for pending in episode.pending:
+                if pending.call.name == CODE_TOOL and self.track == "gen":
+                    continue
+                state["calls"] += 1
+                if state["calls"] > MAX_TOOL_CALLS or state.get("budget_hit"):
+                    state["budget_hit"] = True
+                    pending.call = replace(pending.call, error=SKIPPED_CALL)
+                    episode.tool_calls -= 1  # the episode counts the calls it hands out; this one does not run
+                elif pending.call.name == "google_lens_search" and self.track == "gen" and pending.call.error is None:
+                    arguments = {**pending.call.arguments, LENS_IMAGE: gen_lens_image(episode, pending.call.arguments)}
+                    pending.call = replace(pending.call, arguments=arguments)
+        super().run(episodes)
+
+
+def gen_lens_image(episode, arguments: dict) -> int | str:
+    """The Gen runner's image for google_lens_search, as a workspace index: `image_ref` current (the latest
+    transformed_image_N.png, else the latest image the code saved, else the original) or original, else
+    `image_path` by its file name among the images the code saved, else the original. A name it does not know
+    stays a name (the reference then fails to upload it)."""
+    saved = {}  # file name -> workspace index, in the order the code saved them
+    for message in episode.trajectory.messages:
+        if message["role"] == "tool" and message.get("name") == CODE_TOOL:
+            images = [p["image"] for p in message["content"] if p["type"] == "image"]
+            listed = NEW_IMAGES.findall(message_text(message).rpartition("[New images: ")[2])
+            saved.update({name: index for (_, name), index in zip(listed, images)})
+    reference = str(arguments.get("image_ref") or "").strip().lower()
+    if reference in ("current", "cur", "latest"):
+        numbered = sorted((int(TRANSFORMED.match(n).group(1)), i) for n, i in saved.items() if TRANSFORMED.match(n))
+        return numbered[-1][1] if numbered else (list(saved.values())[-1] if saved else 0)
+    if reference in ("orig", "original", "input") or not arguments.get("image_path"):
+        return 0
+    path = str(arguments["image_path"])
+    return saved.get(Path(path).name, path)
+
+
+def image_sha256(image) -> str:
+    """The replay key of a reverse image search: the SHA-256 of the image's RGB pixels, shape first."""
+    digest = hashlib.sha256(f"{image.shape[0]}x{image.shape[1]}:".encode())
+    digest.update(image.astype("uint8").tobytes())
+    return digest.hexdigest()
+
+
+def search_tools(web, track: str) -> list[Tool]:
+    """The three search tools with the runner's schemas, answered by the web backend, replies as the runner
+    hands them to the model (`context` or `text`, or `Error: ...`)."""
+    schemas = {s["function"]["name"]: s for s in search_schemas(track)}
+
+    def answer(name: str, key: dict) -> Reply:
+        reply, reason = web.answer(name, key)
+        if reply is None:
+            from runtime.web import UNAVAILABLE_MARK
+
+            return Reply(f"Error: Search failed: {name} is {UNAVAILABLE_MARK}: {reason}"[:len("Error: ") + 200], True)
+        return Reply(reply)
+
+    def failed(err: Exception) -> Reply:
+        return Reply(f"Error: Search failed: {str(err)[:200]}", error=True)
+
+    def google_search(arguments, files) -> Reply:
+        query = str(arguments.get("query") or "")
+        if track == "gen" and not query:
+            return Reply("Error: google_search requires 'query' argument", error=True)
+        return answer("google_search", {"query": query, "gl": arguments.get("gl") or DEFAULT_GL,
+                                        "hl": arguments.get("hl") or DEFAULT_HL})
+
+    def google_lens_search(arguments, files) -> Reply:
+        try:
+            index = arguments.get(LENS_IMAGE, 0) if track == "gen" else _atm_lens_image(arguments, files)
+            if isinstance(index, str):
+                return answer("google_lens_search", {"image_path": index})
+            image = _workspace_image(files, index)
+        except Exception as err:  # noqa: BLE001 - the runner turns any failure into its error reply
+            return failed(err)
+        return answer("google_lens_search", {"image_sha256": image_sha256(image)})
+
+    def fetch_webpage(arguments, files) -> Reply:
+        url = str(arguments.get("url") or "")
+        if track == "gen" and not url:
+            return Reply("Error: fetch_webpage requires 'url' argument", error=True)
+        try:
+            limit = int(arguments.get("max_chars", FETCH_CHARS) or FETCH_CHARS)
+        except (TypeError, ValueError) as err:
+            return failed(err)
+        reply = answer("fetch_webpage", {"url": url})
+        return reply if reply.error else Reply(reply.text[:limit] if limit > 0 else reply.text)
+
+    runs = {"google_search": google_search, "google_lens_search": google_lens_search, "fetch_webpage": fetch_webpage}
+    return [Tool(name, schemas[name], run=_with_arguments(run)) for name, run in runs.items()]
+
+
+def _with_arguments(run):
+    """The runners read a call's arguments with json.loads and take {} when they do not parse."""
+    def wrapped(arguments, files) -> Reply:
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                arguments = {}
+        return run(arguments if isinstance(arguments, dict) else {}, files)
+
+    return wrapped
+
+
+def _atm_lens_image(arguments: dict, files) -> int:
+    if "image_index" in arguments:
+        index, count = int(arguments["image_index"]), _workspace_size(files)
+        if index < 0 or index >= count:
+            raise ValueError(f"Invalid image_index {index}. Valid range: 0-{count - 1}")
+        return index
+    reference = str(arguments.get("image_ref") or "").strip().lower()
+    return _workspace_size(files) - 1 if reference in ("current", "cur", "latest") else 0
+
+
+def _workspace_image(files, index: int):
+    return files.read(str(Path(files.original).parent / f"image_{index}.png"))
+
+
+def _workspace_size(files) -> int:
+    count = 0
+    while True:
+        try:
+            _workspace_image(files, count)
+        except FileNotFoundError:
+            return count
+        count += 1
+
+
+def unknown_tool(name: str) -> Reply:
+    return Reply(f"Error: Unknown tool: {name}", error=True)
+
+
+# The reference's scoring (evaluation/eval_runs_search.py, verifiers.py), read from our records: the final answer by
+# check_final_answer_only, the checkpoints as eval_process walks them, and the runner's tool_use_list they read.
+PRIMITIVES = ("crop", "rotate", "resize", "enhance", "flip")  # ast_ops.PRIMITIVES (the verifier names' order)
+VERIFIER_OPS = ("crop", "rotate", "flip", "resize", "enhance")  # eval_process's order
+S_VERDICT = r"VERDICT: (PASS|FAIL)\nREASONING: [^\n]{0,200}"  # the format the S judge's prompt asks for
+FINAL_PATTERNS = (r'therefore[,\s]+(?:the\s+)?answer\s+is\s+([^\.\n]+)', r'(?:the\s+)?answer\s+is\s+([^\.\n]+)',
+                  r'answer:\s*([^\.\n]+)', r'final\s+answer:\s*([^\.\n]+)')
+
+
+class ReferenceCrash(ValueError):
+    """The reference's evaluator raises on this task (it then has no score for it)."""
+
+
+def final_answer_correct(config: dict, answer: str) -> bool:
+    """check_final_answer_only: `exact`, `contains` (whole-word for a golden number of one or two digits, looked for
+    first in an "answer is ..." phrase), `numeric` within the tolerance, anything else `contains`. An empty golden
+    answer is contained in every answer."""
+    golden = config.get("golden_answer") or {}
+    value = str(golden.get("value", "")).strip()
+    match_type = golden.get("match_type", "contains")
+    try:
+        tolerance = float(golden.get("tolerance", 0.0))
+    except (TypeError, ValueError) as err:
+        raise ReferenceCrash(f"golden_answer.tolerance {golden.get('tolerance')!r} is not a number ({err})") from None
+    answer = (answer or "").strip()
+    if match_type == "exact":
+        return answer == value
+    if match_type == "numeric":
+        try:
+            return abs(float(answer) - float(value)) <= tolerance
+        except ValueError:
+            return False
+    if match_type == "contains" and value.replace(".", "").replace("-", "").replace("+", "").isdigit() \
+            and len(value) <= 2:
+        word = r"\b" + re.escape(value) + r"\b"
+        for pattern in FINAL_PATTERNS:
+            found = re.search(pattern, answer.lower())
+            if found and re.search(word, found.group(1)):
+                return True
+        return bool(re.search(word, answer))
+    return value.lower() in answer.lower()
+
+
+def strict_correct(config: dict, answer: str) -> float | None:
+    """tirlab's reading of the same golden answer: whitespace and case normalised; `contains` on whole words;
+    `numeric` on the first number of the answer. None (unscored) for an empty golden answer or an unknown match
+    type, which the reference scores correct or as `contains`."""
+    golden = config.get("golden_answer") or {}
+    value, match_type = " ".join(str(golden.get("value") or "").split()).casefold(), golden.get("match_type", "contains")
+    answer = " ".join((answer or "").split()).casefold()
+    if not value or match_type not in ("exact", "contains", "numeric"):
+        return None
+    if match_type == "exact":
+        return float(answer == value)
+    if match_type == "contains":
+        return float(bool(re.search(r"(?<!\w)" + re.escape(value) + r"(?!\w)", answer)))
+    number = re.search(r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+", answer)
+    try:
+        tolerance = float(golden.get("tolerance") or 0.0)
+        return float(number is not None and abs(float(number.group().replace(",", "")) - float(value)) <= tolerance)
+    except ValueError:
+        return None
+
+
+def tool_use_list(messages: list[dict], track: str) -> list[dict]:
+    """The runner's tool_use_list. Atm: every call in order (an image tool only when it succeeded, as the runner
+    records it). Gen: the search calls, then the image operations read from the code (ops_in_code), then one entry
+    per code cell; `index` numbers them in that order."""
+    calls, turn, searches, ops, cells = {}, 0, [], [], []
+    for message in messages:
+        if message["role"] == "assistant":
+            turn += 1
+            for call in message.get("tool_calls", ()):
+                calls[call["id"]] = (call["function"]["name"], _arguments(call["function"]["arguments"]), turn - 1)
+        if message["role"] != "tool" or message.get("tool_call_id") not in calls:
+            continue
+        name, arguments, at = calls[message["tool_call_id"]]
+        reply = message_text({"content": [p for p in message["content"] if p["type"] == "text"]})
+        if reply.startswith(f"Error: {SKIPPED_CALL}"):
+            continue
+        if name == CODE_TOOL:
+            cells.append({"tool_name": "run_visual_processing_code", "raw_tool_name": "script_exec",
+                          "arguments": {"turn": at}, "output": {"ok": "false" if message.get("error") else "true"}})
+            ops += [{"tool_name": op, "raw_tool_name": "python_image_processing",
+                     "arguments": {"op": op, "save": "", "line": line}, "output": {}}
+                    for op, line in ops_in_code(arguments.get("code", ""))]
+            continue
+        if name in IMAGE_TOOLS and track == "atm":
+            if message.get("error"):
+                continue
+            out = _json_object(reply) or {"ok": "true"}
+            out["images"] = [p["image"] for p in message["content"] if p["type"] == "image"]
+        elif message.get("error"):
+            out = {"ok": False, "error": reply.removeprefix("Error: ")}
+        else:
+            out = {"url": arguments.get("url", ""), "text": reply} if name == "fetch_webpage" else {"context": reply}
+        searches.append({"tool_name": name, "raw_tool_name": name, "arguments": arguments, "output": out, "turn": at})
+    return [{"index": k, **use} for k, use in enumerate(searches + ops + cells)]
+
+
+def _arguments(raw) -> dict:
+    found = _json_object(raw) if isinstance(raw, str) else raw
+    return found if isinstance(found, dict) else {}
+
+
+def _json_object(text: str) -> dict | None:
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def ops_in_code(code: str) -> list[tuple[str, int]]:
+    """The image operations a Gen cell performs, (op, line), as ast_ops.infer_tool_events finds the common ones:
+    PIL's crop, rotate, enhance and resize (resize only before any crop), transpose with a FLIP_* method, and
+    OpenCV's flip, resize, rotate and warpAffine. Its loop expansion and other patterns are not reproduced."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found, cropped = [], False
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        method, owner = node.func.attr.lower(), node.func.value
+        opencv = isinstance(owner, ast.Name) and owner.id == "cv2"
+        op = ({"flip": "flip", "resize": "resize", "rotate": "rotate", "warpaffine": "rotate"}.get(method) if opencv
+              else {"crop": "crop", "rotate": "rotate", "enhance": "enhance", "resize": "resize"}.get(method))
+        if not opencv and method == "transpose" and node.args and isinstance(node.args[0], ast.Attribute) \
+                and "FLIP" in node.args[0].attr.upper():
+            op = "flip"
+        if op == "resize" and not opencv and cropped:
+            continue
+        cropped = cropped or op == "crop"
+        if op:
+            found.append((op, node.lineno, node.col_offset))
+    return [(op, line) for op, line, _ in sorted(found, key=lambda f: (f[1], f[2]))]
+
+
+def checkpoint_results(config: dict, uses: list[dict], inputs: int, images: int) -> dict:
+    """eval_process's walk over the checkpoints, up to what needs a judge: google_lens_search S checkpoints and the
+    tool checks of V checkpoints are decided here (each tool call satisfies one checkpoint); google_search S
+    checkpoints and visual checks wait for the judge (`to_judge`), a visual check on every image the model made,
+    or on the original when it made none."""
+    process = (config.get("process_evaluation") or {}) if isinstance(config.get("process_evaluation"), dict) else {}
+    used, results, order = set(), {}, []
+    transformed = images - inputs  # the images the model made (the reference counts its tool_images files)
+    for checkpoint in [c for c in process.get("checkpoints") or [] if isinstance(c, dict)]:
+        cid, axis = str(checkpoint.get("id")), checkpoint.get("axis")
+        tools = {str(t).lower() for t in checkpoint.get("tools") or []}
+        order.append(cid)
+        if axis == "S" and "google_search" in tools:
+            results[cid] = {"axis": "S", "passed": None, "judge": "search", "description": checkpoint.get("description", "")}
+        elif axis == "S" and "google_lens_search" in tools:
+            hit = next((u["index"] for u in uses if u["index"] not in used
+                        and str(u.get("tool_name") or "").lower() == "google_lens_search"), None)
+            used.add(hit)
+            results[cid] = {"axis": "S", "passed": hit is not None, "hit_index": hit}
+        elif axis == "S":
+            results[cid] = {"axis": "S", "passed": False,
+                            "error": "S-axis checkpoint must be search-related (google_search or google_lens_search)"}
+        elif axis == "V" and "answer_check" in checkpoint:
+            results[cid] = {"axis": "V", "final_answer": True}
+        elif axis == "V":
+            result = {"axis": "V", "kind": "visual_check" if "visual_check" in checkpoint else "tool_use"}
+            if "code_check" in checkpoint:
+                result["tool_check"], result["hit_index"] = _tool_check(checkpoint, tools, uses, used, transformed)
+            if "visual_check" in checkpoint:
+                check = checkpoint.get("visual_check") or {}
+                result["visual"] = {"question": str(check.get("question", "")),
+                                    "expected": str(check.get("expected_answer", "")).strip(),
+                                    "images": list(range(inputs, images)) or [0], "answers": []}
+            if "visual" in result and result.get("tool_check") is not False:
+                result["passed"] = None
+            elif "tool_check" in result:
+                result["passed"] = result["tool_check"]
+            else:
+                result.update(passed=False, error="V-axis checkpoint must have code_check or visual_check")
+            results[cid] = result
+        else:
+            results[cid] = {"axis": axis, "passed": axis == "R" and None, "error": f"axis {axis!r} is not scored"}
+    return {"checkpoints": results, "order": order, "used": sorted(u for u in used if u is not None),
+            "to_judge": [cid for cid in order if results[cid].get("passed", False) is None], "unjudged": 0}
+
+
+def _tool_check(checkpoint: dict, tools: set, uses: list[dict], used: set, transformed: int) -> tuple[bool, int | None]:
+    verifier = str((checkpoint.get("code_check") or {}).get("verifier") or "").strip()
+    passed, hit = _verify(verifier, uses, transformed)
+    candidates = [u for u in uses if u["index"] not in used]
+    op = next((p for p in VERIFIER_OPS if p in verifier.lower()), None)
+    if not passed and op:
+        hit = next((u["index"] for u in candidates if op in _names(u)[:1] or _arg(u, "op") == op), None)
+        passed = hit is not None
+    if not passed and tools:
+        hit = next((u["index"] for u in candidates if tools & set(_names(u))), None)
+        passed = hit is not None
+    used.add(hit)
+    return passed, hit
+
+
+def _verify(verifier: str, uses: list[dict], transformed: int) -> tuple[bool, int | None]:
+    """verifiers.dispatch_verifier on our records (`require_metrics` finds no metrics.json: none is kept)."""
+    if not verifier:
+        return True, None
+    mapped = next((f"require_op:{p}" for p in PRIMITIVES if p in verifier.lower()), None)
+    if mapped and verifier.startswith("verify_") and verifier.endswith("_ast"):
+        verifier = mapped
+    if verifier == "example_custom_verifier":
+        verifier = "require_op:crop"
+    if verifier.startswith("require_op:"):
+        op = verifier.split(":", 1)[1].lower().strip()
+        hit = next((u["index"] for u in uses if str(u.get("tool_name") or "").lower() == op or _arg(u, "op") == op),
+                   None)
+        return hit is not None, hit
+    if verifier.startswith("require_images"):
+        parts = verifier.split(":")
+        wanted = int(parts[1]) if len(parts) > 1 and parts[1].strip().isdigit() else 1
+        return transformed >= wanted, 0 if transformed >= wanted else None
+    return False, None
+
+
+def _names(use: dict) -> list[str]:
+    names = [str(use.get(k) or "").strip() for k in ("tool_name", "raw_tool_name")]
+    names += [_arg(use, k) for k in ("tool_name", "raw_tool_name", "op")]
+    return [n.lower() for n in names if n]
+
+
+def _arg(use: dict, key: str) -> str:
+    return str((use.get("arguments") or {}).get(key) or "").strip().lower()
+
+
+def next_judge_request(process: dict, record: dict, judges: dict) -> dict | None:
+    """The next judge request of a record, in checkpoint order (None when all are decided): an S checkpoint's
+    search queries not yet used by an earlier one, or a visual check's next image."""
+    for cid in process["to_judge"]:
+        result = process["checkpoints"][cid]
+        if result["passed"] is not None:
+            continue
+        if result["axis"] == "S":
+            searches = [u for u in record["tool_use_list"] if u["index"] not in process["used"]
+                        and str(u.get("tool_name") or "").lower() == "google_search" and u["arguments"].get("query")]
+            if not searches:
+                result["passed"] = False  # no query: the reference does not ask its judge
+                continue
+            return {"kind": "S", "cid": cid, "indices": [u["index"] for u in searches],
+                    "text": search_judge_prompt(result["description"], [u["arguments"]["query"] for u in searches],
+                                                [str(u["output"].get("context", "")) for u in searches], judges)}
+        visual = result["visual"]
+        return {"kind": "V", "cid": cid, "images": [visual["images"][len(visual["answers"])]],
+                "text": visual["question"]}
+    return None
+
+
+def search_judge_prompt(description: str, queries: list[str], contexts: list[str], judges: dict) -> str:
+    """run_search_judge's prompt: the description, the expected answer it names (if any), the queries and the first
+    500 characters of the first three results."""
+    expected = None
+    for pattern in judges["s_expected_patterns"]["patterns"]:
+        found = re.search(pattern, description, re.IGNORECASE)
+        if found:
+            expected = found.group(1).strip().rstrip(".,;:")
+            break
+    section = judges["s_expected_section"]["text"].format(expected_answer=expected) if expected else ""
+    return judges["s_judge"]["text"].format(
+        checkpoint_desc=description, expected_answer_section=section,
+        queries_text="\n".join(f"{i + 1}. {q}" for i, q in enumerate(queries)),
+        results_text="\n".join(f"Query {i + 1} results: {r[:500]}..." for i, r in enumerate(contexts[:3])))
+
+
+def apply_judge_reply(process: dict, request: dict, reply: str | None) -> None:
+    """A judge's reply as the reference reads it: S passes when its first line has PASS; a visual check passes
+    when the expected answer is in the judge's answer. A judge request that failed counts as the reference counts
+    its errors (not passed) and is counted in `unjudged`."""
+    result = process["checkpoints"][request["cid"]]
+    process["unjudged"] += reply is None
+    if request["kind"] == "S":
+        result["judge_reply"] = reply
+        result["passed"] = reply is not None and "PASS" in reply.strip().upper().split("\n")[0]
+        if result["passed"]:
+            result["hit_index"] = request["indices"][0]
+            process["used"] = sorted({*process["used"], request["indices"][0]})
+        return
+    visual = result["visual"]
+    answer = (reply if reply is not None else "Error: the judge gave no reply").strip()
+    visual["answers"].append(answer)
+    expected = visual["expected"].lower()
+    if expected in answer.lower() or answer.lower() == expected:
+        result["passed"] = result.get("tool_check", True)
+    elif len(visual["answers"]) == len(visual["images"]):
+        result["passed"] = False
+
+
+def aggregate(process: dict) -> dict:
+    """A task's process scores: S and V (eval_process: the share of S, and of V, checkpoints passed; None without
+    such checkpoints or while one waits for the judge), and V_tool and V_true as analyze_v.py counts them (tool-use
+    and visual-check V checkpoints passed, pooled over tasks by the tables)."""
+    results = [process["checkpoints"][cid] for cid in process["order"]]
+
+    def share(axis: str):
+        chosen = [r for r in results if r["axis"] == axis and not r.get("final_answer")]
+        if not chosen or any(r.get("passed") is None for r in chosen):
+            return None
+        return sum(bool(r["passed"]) for r in chosen) / len(chosen)
+
+    def pooled(kind: str):
+        chosen = [r for r in results if r.get("kind") == kind]
+        decided = [r for r in chosen if r.get("passed") is not None]
+        return {"passed": sum(bool(r["passed"]) for r in decided), "total": len(decided), "pending": len(chosen) - len(decided)}
+
+    return {"S": share("S"), "V": share("V"), "V_tool": pooled("tool_use"), "V_true": pooled("visual_check"),
+            "unjudged": process["unjudged"]}
+
+
+class AgenticMme(Suite):
+    name = "agentic_mme"
+    judge_regex = False  # the S judge's verdict format enforced by structured outputs (tests of random-weight judges)
+
+    def __init__(self, tasks, skipped, dataset: str, scoring_mode: str, judge: str | None, track: str = DEFAULT_TRACK,
+                 web=None, images_dir: Path | None = None):
+        super().__init__(tasks, skipped)
+        self.dataset, self.scoring, self.judge_model, self.track = dataset, scoring_mode, judge, track
+        self.web, self.images_dir = web, images_dir
+        self.texts = runner_texts()
+
+    @classmethod
+    def from_config(cls, config) -> AgenticMme:
+        from runtime.web import web_from_config
+
+        track = config.track or DEFAULT_TRACK
+        if track not in TRACKS:
+            raise ValueError(f"unknown --track {track!r} for agentic_mme; use one of {TRACKS} (atm: the atomic tools, "
+                             "gen: model-written Python)")
+        if config.prompt_variant:
+            raise ValueError("agentic_mme has one prompt per track; drop --prompt_variant (choose --track atm or gen)")
+        if config.study:
+            raise ValueError("--study belongs to tir_bench; agentic_mme's variants are --track atm and gen")
+        if config.toolset:
+            raise ValueError("agentic_mme offers its own tools (the atomic tools and search, or code and search with "
+                             "--track gen); drop --toolset")
+        levels = wanted(config.tasks, data.LEVELS, "Agentic-MME level")
+        tasks, skipped, dataset = data.load(config.data_dir, config.revision)
+        judge = None if config.judge_model == NO_JUDGE else config.judge_model
+        web = web_from_config(config, shipped=[WEB_REPLAY] if WEB_REPLAY.is_file() else [])
+        return cls(*keep(tasks, skipped, levels, data.LEVELS), dataset, config.scoring, judge, track, web,
+                   Path(config.out) / "images" if config.out else None)
+
+    @property
+    def variant_name(self) -> str:
+        return self.track
+
+    def describe(self) -> dict:
+        return {
+            "benchmark": "Agentic-MME (arXiv 2604.03016)",
+            "dataset": self.dataset,
+            "protocol": (f"{self.track.capitalize()} mode: "
+                         + ("the 14 atomic image tools and the search tools as function calls "
+                            "(atomic/run_atomic_tools_openai.py)" if self.track == "atm" else
+                            "Python in <code> blocks beside the search tools as function calls "
+                            "(general/run_general_script_openai.py)")
+                         + f"; {MAX_ROUNDS} rounds, {MAX_TOOL_CALLS} tool calls, then a request for the answer; "
+                           "search answered from recorded replies (--web)"),
+            "scoring": f"{self.scoring} (official: the benchmark's evaluation/eval_runs_search.py at ChoS3nE11ven/"
+                       "Agentic-MME@5e5dfbd; strict: tirlab's reading of the same checks)",
+            "judge": (f"{self.judge_model} for the S checkpoints (text) and V_true (on the images the model made); "
+                      "the paper's judge is GPT-5-mini (the script's default: gpt-4o-mini)" if self.judge_model else
+                      "none: accuracy and V_tool only; S and V_true stay unscored"),
+        }
+
+    def defaults(self, model: str) -> dict:
+        return {**SAMPLING[self.track], "max_images": MAX_IMAGES}
+
+    def profile(self, profile):
+        inner = profile.protocol
+        if isinstance(inner, CodeProtocol) or not isinstance(inner, (HermesProtocol, OpenAIProtocol)):
+            inner = HermesProtocol(stop=QWEN_STOP)  # the runners speak function calls, served by vLLM's hermes parser
+        loop = AmmeLoop(self.track)
+        protocol = AmmeProtocol(name=f"{inner.name}-agentic_mme_{self.track}", stop=inner.stop,
+                                images_first=inner.images_first, end_of_turn=inner.end_of_turn, inner=inner,
+                                track=self.track, requests=loop.request_texts)
+        return replace(profile, protocol=protocol, system_prompt=self.texts[f"{self.track}_system"], question_suffix="",
+                       toolset=None, code_tool=None, answer_with_calls="calls", harness=loop, max_calls_per_turn=None,
+                       answer_tag_required=False,
+                       # the harness counts the calls (the runner's budget); the episode's own cap stays out of its way
+                       budgets=Budgets(max_turns=MAX_ROUNDS + 1, max_tool_calls=100 * MAX_TOOL_CALLS,
+                                       max_images=MAX_IMAGES))
+
+    def toolboxes(self, profile):
+        from eval.loop import ToolBoxes
+
+        def make(mode) -> ToolBox:
+            if mode == "no_tools":
+                return ToolBox(None)
+            search = search_tools(self.web, self.track)
+            if self.track == "gen":
+                from runtime.code_tools import get_code_tool
+                from runtime.sandbox import SandboxConfig, SandboxPool
+
+                sandbox = SandboxPool(SandboxConfig(cell_timeout_s=CODE_TIMEOUT_S,
+                                                    preload=SandboxConfig().preload + ("matplotlib.pyplot",)))
+                return AmmeToolBox("gen", ToolSet("agentic_mme_search", "Agentic-MME's search tools (Gen)",
+                                                  tuple(search), unknown_tool),
+                                   code_tools=[get_code_tool("agentic_mme_gen")], sandbox=sandbox)
+            from tools.toolsets import get_toolset
+
+            atomic = get_toolset("agentic_mme")
+            return AmmeToolBox("atm", ToolSet("agentic_mme_atm", "Agentic-MME's atomic and search tools (Atm)",
+                                              atomic.tools + tuple(search), unknown_tool))
+
+        return ToolBoxes(lambda task, mode: mode, make)
+
+    def start(self, toolbox, profile, task, mode, budgets):
+        if mode == "no_tools":  # the direct baseline: the same user turn, no system prompt, one reply
+            profile = replace(profile, harness=None, system_prompt=None)
+        count = len(task.images)
+        template = self.texts["user_single" if count == 1 else "user_multi"]
+        question = template.format(prompt=task.question, labels=", ".join(f"Image {i}" for i in range(count)))
+        return toolbox.start(profile, question, task.images, system=profile.system_prompt, budgets=budgets,
+                             meta={"task": task.id, "category": task.category, "mode": mode})
+
+    def score(self, task, finished) -> dict:
+        from runtime.web import unavailable_calls
+
+        messages = finished.trajectory.messages
+        ended = finished.trajectory.meta.get("agentic_mme") or {}
+        if finished.mode == "no_tools":
+            replies = [message_text(m) for m in messages if m["role"] == "assistant"]
+            ended = {"answer": atm_answer(replies[-1]) if replies else "", "ended": "answer"}
+        answer = ended.get("answer", "")
+        names = [c["function"]["name"] for m in messages for c in m.get("tool_calls", ())]
+        uses = tool_use_list(messages, self.track)
+        effective = sum(u.get("raw_tool_name") != "script_exec" for u in uses)
+        config, reference = task.meta["config"], task.reference_calls or 0
+        fields = {"prediction": answer, "variant": self.track, "reference_end": ended.get("ended"),
+                  "calls_by_name": dict(Counter(names)), "web_unavailable": unavailable_calls(messages),
+                  "tool_use_list": uses, "effective_calls": effective,
+                  "overthink": max(0, effective - reference) / (reference + 1)}
+        if ended.get("ended") == "answer_after_code":  # the runner stops here, with the answer it read
+            fields["stop_reason"] = "answer"
+        errors = {"strict": "strict scoring cannot score this task: its golden answer is empty or its match type "
+                            "is not exact, contains or numeric"}
+        try:
+            official = float(final_answer_correct(config, answer))
+        except ReferenceCrash as err:  # the reference's evaluator fails on this task: it has no score
+            official, errors["official"] = None, f"the benchmark cannot score this task: {err}"
+        scores = {"official": official, "strict": strict_correct(config, answer)}
+        process = checkpoint_results(config, uses, len(task.images), len(finished.trajectory.images))
+        pending = bool(process["to_judge"]) and bool(self.judge_model) and finished.mode == "tools"
+        fields.update(scores=scores, score=scores[self.scoring], process=aggregate(process), checkpoints=process,
+                      judge_pending=pending,
+                      score_error=None if scores[self.scoring] is not None else errors[self.scoring])
+        return fields
+
+    def needs_judge(self) -> str | None:
+        return None  # without a judge, accuracy and V_tool are scored; S and V_true stay unscored
+
+    def judge(self, items, backend, judge_name: str, retries: int):
+        """The reference's two judges, every record's requests in one batch: the S judge on each google_search
+        checkpoint (in order: a checkpoint that passes takes its first query from the next ones) and the V judge
+        on every image the model made (the original when it made none). A judge request that fails after
+        --judge_retries attempts counts as the reference counts its errors: not passed; `unjudged` says how many."""
+        from eval.judge import ask
+
+        judges = json.loads(JUDGES.read_text(encoding="utf-8"))
+        processes = {k: json.loads(json.dumps(record["checkpoints"])) for k, (_, record) in enumerate(items)}
+        while True:
+            requests = {}
+            for k, (_, record) in enumerate(items):
+                request = next_judge_request(processes[k], record, judges)
+                if request is not None:
+                    requests[k] = request
+            if not requests:
+                break
+            prompt = self._judge_prompts(requests, items, judges)
+            completions = ask(backend, list(requests), prompt, attempts=max(1, retries))
+            for key, completion in completions.items():
+                reply = None if completion.error else reply_text(completion.reply)
+                apply_judge_reply(processes[key], requests[key], reply)
+        for k, (_, record) in enumerate(items):
+            yield record, {"checkpoints": processes[k], "process": aggregate(processes[k]),
+                           "judge": {"model": judge_name, "unjudged": processes[k]["unjudged"]}}
+
+    def _judge_prompts(self, requests: dict, items: list, judges: dict):
+        """The request of each key: the S judge's prompt as one user turn; the V judge's system prompt, then the
+        image and the checkpoint's question (the reference's settings: temperature 0, 300 and 100 tokens)."""
+        from runtime.trajectory import load_image
+
+        def prompt(key, attempt):
+            request = requests[key]
+            if request["kind"] == "S":
+                return (Prompt([{"role": "user", "content": [{"type": "text", "text": request["text"]}]}], []),
+                        Sampling(max_tokens=300, temperature=0.0, regex=S_VERDICT if self.judge_regex else None))
+            keys = items[key][1]["trajectory"]["images"]
+            user = [*({"type": "image"} for _ in request["images"]), {"type": "text", "text": request["text"]}]
+            return (Prompt([{"role": "system", "content": [{"type": "text", "text": judges["v_system"]["text"]}]},
+                            {"role": "user", "content": user}], [load_image(keys[i], self.images_dir)
+                                                                 for i in request["images"]]),
+                    Sampling(max_tokens=100, temperature=0.0))
+
+        return prompt
+
+    @staticmethod
+    def tables(records: list[dict], config: dict) -> list[str]:
+        return tables.sections(records, config)
