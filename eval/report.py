@@ -32,7 +32,8 @@ HOW_TO_READ = (
     "success rate is the share of calls that did not fail. Chain MAE (VTC-Bench) is the mean |reference chain "
     "length - calls made|. Efficiency (VTC-Bench's Eff_tool) is the share of calls on the chain that leads to the "
     "answer, traced back through the images each call read. Overthink (Agentic-MME) is the mean of "
-    "max(0, calls - reference) / (reference + 1): 0 means never more calls than the reference. "
+    "max(0, calls - reference) / (reference + 1) (the paper's formula; the Agentic-MME tables also show its "
+    "evaluator's own ratio, calls / reference): 0 means never more calls than the reference. "
     "\"-\" means the metric does not apply: no reference chain, no tool calls, or a run without tools."
 )
 

@@ -1,6 +1,9 @@
 """Every tool of every published tool set runs end to end, and the semantics each benchmark's reference
-implementation defines (rotation direction, color order, box units, bounds) hold. VTC-Bench's tools are
-checked case by case against the benchmark's own code in test_vtc_bench_reference.py."""
+implementation defines (rotation direction, color order, box units, bounds) hold. VTC-Bench's and Agentic-MME's
+tools are checked case by case against the benchmark's own code in test_vtc_bench_reference.py and
+test_agentic_mme_reference.py."""
+
+import json
 
 import cv2
 import numpy as np
@@ -38,6 +41,7 @@ AGENTIC_EXAMPLES = {
     "threshold": {"value": 100, "mode": "tozero"}, "blur": {"radius": 3}, "sharpen": {}, "denoise": {"strength": 5},
     "edge_detect": {"method": "sobel"}, "enhance": {"brightness": 1.2, "contrast": 0.8, "sharpness": 2.0},
 }
+AGENTIC_ORIGINAL = "/episode/image_0.png"
 VTB_EXAMPLES = {
     "crop_image": {"box": [10, 10, 40, 30]}, "rotate_image": {"angle": 15}, "adjust_brightness": {"factor": 1.5},
     "adjust_contrast": {"factor": 0.5}, "adjust_saturation": {"factor": 0}, "adjust_sharpness": {"factor": 2},
@@ -52,6 +56,13 @@ def run(toolset, name, arguments, image=IMAGE):
     return invocation, result
 
 
+def agentic(name, arguments):
+    """An Agentic-MME call on a one-image episode holding IMAGE: the reply and the image it added, if any."""
+    files = MemoryFiles({AGENTIC_ORIGINAL: IMAGE}, original=AGENTIC_ORIGINAL)
+    reply = TOOLSETS["agentic_mme"].run(name, arguments, files)
+    return reply, files.saved[0] if files.saved else None
+
+
 def vtc(name, param):
     """A VTC-Bench call on IMAGE (at PATH): the reply and the image it saved, if any."""
     files = MemoryFiles({PATH: IMAGE, TEMPLATE_PATH: IMAGE[10:20, 15:30]}, original=PATH)
@@ -59,7 +70,7 @@ def vtc(name, param):
     return reply, files.saved[0] if files.saved else None
 
 
-@pytest.mark.parametrize("toolset,examples", [("agentic_mme", AGENTIC_EXAMPLES), ("visualtoolbench", VTB_EXAMPLES)])
+@pytest.mark.parametrize("toolset,examples", [("visualtoolbench", VTB_EXAMPLES)])
 def test_every_tool_runs(toolset, examples):
     assert sorted(examples) == sorted(TOOLSETS[toolset].names()), "every tool needs an example here"
     for name, param in examples.items():
@@ -101,30 +112,47 @@ def test_vtc_crop_rejects_regions_outside_the_image():
     np.testing.assert_array_equal(cropped, IMAGE[0:10, 50:64])
 
 
+def test_every_agentic_tool_runs_and_replies_with_the_reference_fields():
+    assert sorted(AGENTIC_EXAMPLES) == sorted(TOOLSETS["agentic_mme"].names()), "every tool needs an example here"
+    for name, param in AGENTIC_EXAMPLES.items():
+        reply, image = agentic(name, {"image_index": 0, **param})
+        assert not reply.error, f"{name}: {reply.text}"
+        out = json.loads(reply.text)
+        assert image is not None and image.dtype == np.uint8 and image.shape[2] == 3, name
+        assert (out["ok"], out["op"], out["source_image_index"], out["new_image_index"]) == ("true", name, 0, 1), out
+        assert out["output_path"] == "/episode/tool_images/transformed_image_1.png" and out["label"] == ""
+        assert out["size"] == [image.shape[1], image.shape[0]], name
+
+
 def test_agentic_rotate_is_counterclockwise_and_nearest():
-    _, res = run("agentic_mme", "rotate", {"image_index": 0, "angle": 90})
-    np.testing.assert_array_equal(res.image, np.rot90(IMAGE, 1))
-    _, res30 = run("agentic_mme", "rotate", {"image_index": 0, "angle": 30, "expand": False})
-    assert res30.image.shape == IMAGE.shape
-    assert set(np.unique(res30.image)) <= set(np.unique(IMAGE)) | {0}  # nearest neighbour invents no new values
+    _, turned = agentic("rotate", {"image_index": 0, "angle": 90})
+    np.testing.assert_array_equal(turned, np.rot90(IMAGE, 1))
+    _, turned30 = agentic("rotate", {"image_index": 0, "angle": 30, "expand": False})
+    assert turned30.shape == IMAGE.shape
+    assert set(np.unique(turned30)) <= set(np.unique(IMAGE)) | {0}  # nearest neighbour invents no new values
+    reply, _ = agentic("rotate", {"image_index": 0, "angle": 30, "expand": "false"})
+    assert json.loads(reply.text)["expand"] is True  # bool() of any non-empty string
 
 
 def test_agentic_crop_clamps():
-    _, clamped = run("agentic_mme", "crop", {"image_index": 0, "bbox_2d": [750, 750, 1500, -20]})
-    np.testing.assert_array_equal(clamped.image, IMAGE[0:36, 48:64])  # swapped, truncated, clamped
+    reply, clamped = agentic("crop", {"image_index": 0, "bbox_2d": [750, 750, 1500, -20]})
+    np.testing.assert_array_equal(clamped, IMAGE[0:36, 48:64])  # swapped, truncated, clamped
+    assert json.loads(reply.text)["bbox_absolute"] == [48, 0, 64, 36]
 
 
 def test_agentic_crop_is_normalized_and_zoom_only_above_one():
-    _, res = run("agentic_mme", "crop", {"image_index": 0, "bbox_2d": [250, 250, 750, 750], "zoom_scale": 0.5})
-    np.testing.assert_array_equal(res.image, IMAGE[12:36, 16:48])
-    _, zoomed = run("agentic_mme", "crop", {"image_index": 0, "bbox_2d": [250, 250, 750, 750], "zoom_scale": 2})
-    assert zoomed.image.shape == (48, 64, 3)
+    _, cropped = agentic("crop", {"image_index": 0, "bbox_2d": [250, 250, 750, 750], "zoom_scale": 0.5})
+    np.testing.assert_array_equal(cropped, IMAGE[12:36, 16:48])
+    _, zoomed = agentic("crop", {"image_index": 0, "bbox_2d": [250, 250, 750, 750], "zoom_scale": 2})
+    assert zoomed.shape == (48, 64, 3)
+    _, whole = agentic("crop", {"image_index": 0})  # no box: the whole image
+    np.testing.assert_array_equal(whole, IMAGE)
 
 
 def test_agentic_enhance_without_factors_returns_the_image_unchanged():
-    inv, res = run("agentic_mme", "enhance", {"image_index": 0})
-    assert inv.steps == () and res.ok
-    np.testing.assert_array_equal(res.image, IMAGE)
+    reply, same = agentic("enhance", {"image_index": 0})
+    assert not reply.error
+    np.testing.assert_array_equal(same, IMAGE)
 
 
 def test_vtc_hsv_is_shown_as_its_file_shows_it():
@@ -146,7 +174,6 @@ def test_published_argument_errors_name_the_parameter():
     reply = TOOLSETS["vtc_bench"].run("opencv_flip", {"param": {}}, MemoryFiles({}))
     assert reply.error and reply.text.startswith("An error occurred when calling tool `opencv_flip`:\n"
                                                  "ValidationError: 'image' is a required property")
-    with pytest.raises(ValueError, match="bbox_2d"):
-        TOOLSETS["agentic_mme"].translate("crop", {"image_index": 0})
-    with pytest.raises(ValueError, match="image_index"):
-        TOOLSETS["agentic_mme"].translate("invert", {"image_index": -1})
+    reply, nothing = agentic("invert", {"image_index": -1})
+    assert reply.error and nothing is None
+    assert reply.text == '{"ok": "false", "error": "Invalid image_index -1. Valid range: 0-0"}'

@@ -149,6 +149,16 @@ def test_unknown_names_get_the_benchmarks_own_reply_where_it_has_one():
         DEFAULT.run("no_such_tool", {}, MemoryFiles({}))
 
 
+def test_agentic_mme_runs_its_own_code_and_leaves_unknown_names_to_its_suite():
+    """Agentic-MME's runner answers unknown names in its search branch, which the benchmark's suite provides."""
+    amme = TOOLSETS["agentic_mme"]
+    assert all(amme.runs(name) for name in amme.names()) and not amme.runs("no_such_tool")
+    with pytest.raises(ToolError, match="ToolSet.run"):
+        amme.translate("crop", {"image_index": 0, "bbox_2d": [0, 0, 1000, 1000]})
+    with pytest.raises(UnknownToolError, match="no_such_tool"):
+        amme.run("no_such_tool", {}, MemoryFiles({}))
+
+
 # -- deepeyes: image_zoom_in_tool ------------------------------------------------------------------------------
 def test_deepeyes_schema_is_the_published_one():
     (schema,) = DEEPEYES.schemas()

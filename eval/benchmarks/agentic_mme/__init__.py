@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from eval.backends import Sampling
-from eval.benchmarks.agentic_mme import data, tables
+from eval.benchmarks.agentic_mme import data, process, scoring, tables
 from eval.benchmarks.data import keep, wanted
 from eval.config import NO_JUDGE
 from eval.suites import Suite
@@ -26,7 +26,7 @@ from runtime.code_tools import TRANSFORMED
 from runtime.harness import Harness, Nudge
 from runtime.profiles import QWEN_STOP, Budgets
 from runtime.protocols import CodeProtocol, HermesProtocol, OpenAIProtocol, Prompt, Protocol
-from runtime.protocols.base import END_OF_TURN, Call, Finish, Parsed, reply_text
+from runtime.protocols.base import END_OF_TURN, Call, Finish, Parsed
 from runtime.protocols.code import CODE_TOOL
 from runtime.toolbox import ToolBox
 from runtime.trajectory import message_text, text
@@ -35,7 +35,6 @@ from tools.toolset import Reply, Tool, ToolSet
 FOLDER = Path(__file__).parent
 RUNNER = FOLDER / "prompts" / "runner.json"
 SEARCH = FOLDER / "prompts" / "search_tools.json"
-JUDGES = FOLDER / "prompts" / "process_judges.json"
 WEB_REPLAY = FOLDER / "web_replay.jsonl"
 TRACKS = ("atm", "gen")
 DEFAULT_TRACK = "atm"  # the paper's headline (Gemini 3 Pro, 56.3 % in Atm mode)
@@ -56,12 +55,9 @@ FETCH_CHARS = 12000
 SKIPPED_CALL = "not run: the tool-call budget was spent; the benchmark's runner sends no reply to this call"
 LENS_IMAGE = "_image_index"  # where the toolbox puts the workspace image a Gen lens call names
 
-# the runners' readers (general/run_general_script_openai.py, atomic/run_atomic_tools_openai.py)
+# the Gen runner's code reader (general/run_general_script_openai.py parse_model_output); its answer readers are
+# scoring.extract_answer_text (Atm), parse_model_output_answer and general_final_answer (Gen)
 CODE_RE = re.compile(r"<code>(.*?)</code>", re.IGNORECASE | re.DOTALL)
-ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
-ANSWER_UNCLOSED_RE = re.compile(r"<answer>(.*)", re.IGNORECASE | re.DOTALL)
-TOOL_LOG_RE = re.compile(r"<tool_log>(.*?)</tool_log>", re.IGNORECASE | re.DOTALL)
-THINKING_RE = re.compile(r"<think(?:ing)?>(.*?)</think(?:ing)?>", re.IGNORECASE | re.DOTALL)
 NEW_IMAGES = re.compile(r"Image (\d+): ([^,\]]+)")
 
 
@@ -73,13 +69,6 @@ def search_schemas(track: str) -> list[dict]:
     return json.loads(SEARCH.read_text(encoding="utf-8"))[f"{track}_search"]["tools"]
 
 
-def atm_answer(reply: str) -> str:
-    """_extract_answer_text: the closed `<answer>`, else an unclosed one to the end, else the whole reply."""
-    raw = reply or ""
-    found = ANSWER_RE.search(raw) or ANSWER_UNCLOSED_RE.search(raw)
-    return (found.group(1) or "").strip() if found else raw.strip()
-
-
 def gen_code(reply: str) -> str | None:
     """parse_model_output's code: the first closed `<code>` block, markdown fences taken off; None if empty."""
     found = CODE_RE.search(reply or "")
@@ -89,23 +78,6 @@ def gen_code(reply: str) -> str | None:
         code = re.sub(r"^```\s*\n?", "", code)
         code = re.sub(r"\n?```\s*$", "", code).strip()
     return code or None
-
-
-def gen_tag_answer(reply: str) -> str:
-    """parse_model_output's answer: a closed `<answer>`, else an unclosed one, else (with no `<code>`,
-    `<tool_log>` or `<think>` block) the whole reply."""
-    raw = reply or ""
-    found = ANSWER_RE.search(raw) or ANSWER_UNCLOSED_RE.search(raw)
-    if found:
-        return found.group(1).strip()
-    if not (CODE_RE.search(raw) or TOOL_LOG_RE.search(raw) or THINKING_RE.search(raw)):
-        return raw.strip()
-    return ""
-
-
-def gen_answer(reply: str) -> str:
-    """The Gen runner's final answer from a reply without calls: the parsed answer, else the raw text."""
-    return gen_tag_answer(reply) or (reply or "").strip()
 
 
 @dataclass(frozen=True)
@@ -209,7 +181,7 @@ class AmmeLoop(Harness):
             return None
         if has_calls:
             if self.track == "gen" and gen_code(reply) is not None:
-                state["answer_after_code"] = gen_tag_answer(reply) or None
+                state["answer_after_code"] = scoring.parse_model_output_answer(reply) or None
             return None
         answer = self._answer(reply)
         if answer:
@@ -240,7 +212,7 @@ class AmmeLoop(Harness):
         return "", False
 
     def _answer(self, reply: str) -> str:
-        return gen_answer(reply) if self.track == "gen" else atm_answer(reply)
+        return scoring.general_final_answer(reply) if self.track == "gen" else scoring.extract_answer_text(reply)
 
 
 def loop_state(episode) -> dict:
@@ -394,74 +366,14 @@ def unknown_tool(name: str) -> Reply:
     return Reply(f"Error: Unknown tool: {name}", error=True)
 
 
-# The reference's scoring (evaluation/eval_runs_search.py, verifiers.py), read from our records: the final answer by
-# check_final_answer_only, the checkpoints as eval_process walks them, and the runner's tool_use_list they read.
-PRIMITIVES = ("crop", "rotate", "resize", "enhance", "flip")  # ast_ops.PRIMITIVES (the verifier names' order)
-VERIFIER_OPS = ("crop", "rotate", "flip", "resize", "enhance")  # eval_process's order
-S_VERDICT = r"VERDICT: (PASS|FAIL)\nREASONING: [^\n]{0,200}"  # the format the S judge's prompt asks for
-FINAL_PATTERNS = (r'therefore[,\s]+(?:the\s+)?answer\s+is\s+([^\.\n]+)', r'(?:the\s+)?answer\s+is\s+([^\.\n]+)',
-                  r'answer:\s*([^\.\n]+)', r'final\s+answer:\s*([^\.\n]+)')
-
-
-class ReferenceCrash(ValueError):
-    """The reference's evaluator raises on this task (it then has no score for it)."""
-
-
-def final_answer_correct(config: dict, answer: str) -> bool:
-    """check_final_answer_only: `exact`, `contains` (whole-word for a golden number of one or two digits, looked for
-    first in an "answer is ..." phrase), `numeric` within the tolerance, anything else `contains`. An empty golden
-    answer is contained in every answer."""
-    golden = config.get("golden_answer") or {}
-    value = str(golden.get("value", "")).strip()
-    match_type = golden.get("match_type", "contains")
-    try:
-        tolerance = float(golden.get("tolerance", 0.0))
-    except (TypeError, ValueError) as err:
-        raise ReferenceCrash(f"golden_answer.tolerance {golden.get('tolerance')!r} is not a number ({err})") from None
-    answer = (answer or "").strip()
-    if match_type == "exact":
-        return answer == value
-    if match_type == "numeric":
-        try:
-            return abs(float(answer) - float(value)) <= tolerance
-        except ValueError:
-            return False
-    if match_type == "contains" and value.replace(".", "").replace("-", "").replace("+", "").isdigit() \
-            and len(value) <= 2:
-        word = r"\b" + re.escape(value) + r"\b"
-        for pattern in FINAL_PATTERNS:
-            found = re.search(pattern, answer.lower())
-            if found and re.search(word, found.group(1)):
-                return True
-        return bool(re.search(word, answer))
-    return value.lower() in answer.lower()
-
-
-def strict_correct(config: dict, answer: str) -> float | None:
-    """tirlab's reading of the same golden answer: whitespace and case normalised; `contains` on whole words;
-    `numeric` on the first number of the answer. None (unscored) for an empty golden answer or an unknown match
-    type, which the reference scores correct or as `contains`."""
-    golden = config.get("golden_answer") or {}
-    value, match_type = " ".join(str(golden.get("value") or "").split()).casefold(), golden.get("match_type", "contains")
-    answer = " ".join((answer or "").split()).casefold()
-    if not value or match_type not in ("exact", "contains", "numeric"):
-        return None
-    if match_type == "exact":
-        return float(answer == value)
-    if match_type == "contains":
-        return float(bool(re.search(r"(?<!\w)" + re.escape(value) + r"(?!\w)", answer)))
-    number = re.search(r"[-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+", answer)
-    try:
-        tolerance = float(golden.get("tolerance") or 0.0)
-        return float(number is not None and abs(float(number.group().replace(",", "")) - float(value)) <= tolerance)
-    except ValueError:
-        return None
-
+# What the reference's evaluator reads from a run, rebuilt from our trajectory: the runner's tool_use_list and the
+# images in its tool_images folder.
 
 def tool_use_list(messages: list[dict], track: str) -> list[dict]:
-    """The runner's tool_use_list. Atm: every call in order (an image tool only when it succeeded, as the runner
-    records it). Gen: the search calls, then the image operations read from the code (ops_in_code), then one entry
-    per code cell; `index` numbers them in that order."""
+    """The runner's tool_use_list. Atm: every call in order (an image tool only when it succeeded, with the tool's
+    JSON reply as its output, as the runner records it). Gen: the search calls, then the image operations
+    scoring.infer_tool_ops reads from the code, then one entry per code cell; `index` numbers them in that
+    order."""
     calls, turn, searches, ops, cells = {}, 0, [], [], []
     for message in messages:
         if message["role"] == "assistant":
@@ -479,19 +391,36 @@ def tool_use_list(messages: list[dict], track: str) -> list[dict]:
                           "arguments": {"turn": at}, "output": {"ok": "false" if message.get("error") else "true"}})
             ops += [{"tool_name": op, "raw_tool_name": "python_image_processing",
                      "arguments": {"op": op, "save": "", "line": line}, "output": {}}
-                    for op, line in ops_in_code(arguments.get("code", ""))]
+                    for op, line in scoring.infer_tool_ops(arguments.get("code", ""))]
             continue
         if name in IMAGE_TOOLS and track == "atm":
             if message.get("error"):
                 continue
             out = _json_object(reply) or {"ok": "true"}
-            out["images"] = [p["image"] for p in message["content"] if p["type"] == "image"]
         elif message.get("error"):
             out = {"ok": False, "error": reply.removeprefix("Error: ")}
         else:
             out = {"url": arguments.get("url", ""), "text": reply} if name == "fetch_webpage" else {"context": reply}
         searches.append({"tool_name": name, "raw_tool_name": name, "arguments": arguments, "output": out, "turn": at})
     return [{"index": k, **use} for k, use in enumerate(searches + ops + cells)]
+
+
+def images_made(messages: list[dict], track: str, inputs: int) -> list[dict]:
+    """The images the model made, as the files of the runner's tool_images folder: {"index" (workspace),
+    "name"} in the order they were made. Atm's toolbox names them transformed_image_1.png, 2, ...; Gen's are
+    the files the code saved, by the names its `[New images: ...]` line gives."""
+    made = []
+    for message in messages:
+        indices = [p["image"] for p in message["content"] if p["type"] == "image" and p["image"] >= inputs] \
+            if message["role"] == "tool" else []
+        if not indices:
+            continue
+        if track == "gen" and message.get("name") == CODE_TOOL:
+            listed = dict(NEW_IMAGES.findall(message_text(message).rpartition("[New images: ")[2]))
+            made += [{"index": index, "name": listed.get(str(index), f"image_{index}.png")} for index in indices]
+        else:
+            made += [{"index": index, "name": f"transformed_image_{len(made) + 1}.png"} for index in indices]
+    return made
 
 
 def _arguments(raw) -> dict:
@@ -505,209 +434,6 @@ def _json_object(text: str) -> dict | None:
     except ValueError:
         return None
     return found if isinstance(found, dict) else None
-
-
-def ops_in_code(code: str) -> list[tuple[str, int]]:
-    """The image operations a Gen cell performs, (op, line), as ast_ops.infer_tool_events finds the common ones:
-    PIL's crop, rotate, enhance and resize (resize only before any crop), transpose with a FLIP_* method, and
-    OpenCV's flip, resize, rotate and warpAffine. Its loop expansion and other patterns are not reproduced."""
-    import ast
-
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
-    found, cropped = [], False
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-            continue
-        method, owner = node.func.attr.lower(), node.func.value
-        opencv = isinstance(owner, ast.Name) and owner.id == "cv2"
-        op = ({"flip": "flip", "resize": "resize", "rotate": "rotate", "warpaffine": "rotate"}.get(method) if opencv
-              else {"crop": "crop", "rotate": "rotate", "enhance": "enhance", "resize": "resize"}.get(method))
-        if not opencv and method == "transpose" and node.args and isinstance(node.args[0], ast.Attribute) \
-                and "FLIP" in node.args[0].attr.upper():
-            op = "flip"
-        if op == "resize" and not opencv and cropped:
-            continue
-        cropped = cropped or op == "crop"
-        if op:
-            found.append((op, node.lineno, node.col_offset))
-    return [(op, line) for op, line, _ in sorted(found, key=lambda f: (f[1], f[2]))]
-
-
-def checkpoint_results(config: dict, uses: list[dict], inputs: int, images: int) -> dict:
-    """eval_process's walk over the checkpoints, up to what needs a judge: google_lens_search S checkpoints and the
-    tool checks of V checkpoints are decided here (each tool call satisfies one checkpoint); google_search S
-    checkpoints and visual checks wait for the judge (`to_judge`), a visual check on every image the model made,
-    or on the original when it made none."""
-    process = (config.get("process_evaluation") or {}) if isinstance(config.get("process_evaluation"), dict) else {}
-    used, results, order = set(), {}, []
-    transformed = images - inputs  # the images the model made (the reference counts its tool_images files)
-    for checkpoint in [c for c in process.get("checkpoints") or [] if isinstance(c, dict)]:
-        cid, axis = str(checkpoint.get("id")), checkpoint.get("axis")
-        tools = {str(t).lower() for t in checkpoint.get("tools") or []}
-        order.append(cid)
-        if axis == "S" and "google_search" in tools:
-            results[cid] = {"axis": "S", "passed": None, "judge": "search", "description": checkpoint.get("description", "")}
-        elif axis == "S" and "google_lens_search" in tools:
-            hit = next((u["index"] for u in uses if u["index"] not in used
-                        and str(u.get("tool_name") or "").lower() == "google_lens_search"), None)
-            used.add(hit)
-            results[cid] = {"axis": "S", "passed": hit is not None, "hit_index": hit}
-        elif axis == "S":
-            results[cid] = {"axis": "S", "passed": False,
-                            "error": "S-axis checkpoint must be search-related (google_search or google_lens_search)"}
-        elif axis == "V" and "answer_check" in checkpoint:
-            results[cid] = {"axis": "V", "final_answer": True}
-        elif axis == "V":
-            result = {"axis": "V", "kind": "visual_check" if "visual_check" in checkpoint else "tool_use"}
-            if "code_check" in checkpoint:
-                result["tool_check"], result["hit_index"] = _tool_check(checkpoint, tools, uses, used, transformed)
-            if "visual_check" in checkpoint:
-                check = checkpoint.get("visual_check") or {}
-                result["visual"] = {"question": str(check.get("question", "")),
-                                    "expected": str(check.get("expected_answer", "")).strip(),
-                                    "images": list(range(inputs, images)) or [0], "answers": []}
-            if "visual" in result and result.get("tool_check") is not False:
-                result["passed"] = None
-            elif "tool_check" in result:
-                result["passed"] = result["tool_check"]
-            else:
-                result.update(passed=False, error="V-axis checkpoint must have code_check or visual_check")
-            results[cid] = result
-        else:
-            results[cid] = {"axis": axis, "passed": axis == "R" and None, "error": f"axis {axis!r} is not scored"}
-    return {"checkpoints": results, "order": order, "used": sorted(u for u in used if u is not None),
-            "to_judge": [cid for cid in order if results[cid].get("passed", False) is None], "unjudged": 0}
-
-
-def _tool_check(checkpoint: dict, tools: set, uses: list[dict], used: set, transformed: int) -> tuple[bool, int | None]:
-    verifier = str((checkpoint.get("code_check") or {}).get("verifier") or "").strip()
-    passed, hit = _verify(verifier, uses, transformed)
-    candidates = [u for u in uses if u["index"] not in used]
-    op = next((p for p in VERIFIER_OPS if p in verifier.lower()), None)
-    if not passed and op:
-        hit = next((u["index"] for u in candidates if op in _names(u)[:1] or _arg(u, "op") == op), None)
-        passed = hit is not None
-    if not passed and tools:
-        hit = next((u["index"] for u in candidates if tools & set(_names(u))), None)
-        passed = hit is not None
-    used.add(hit)
-    return passed, hit
-
-
-def _verify(verifier: str, uses: list[dict], transformed: int) -> tuple[bool, int | None]:
-    """verifiers.dispatch_verifier on our records (`require_metrics` finds no metrics.json: none is kept)."""
-    if not verifier:
-        return True, None
-    mapped = next((f"require_op:{p}" for p in PRIMITIVES if p in verifier.lower()), None)
-    if mapped and verifier.startswith("verify_") and verifier.endswith("_ast"):
-        verifier = mapped
-    if verifier == "example_custom_verifier":
-        verifier = "require_op:crop"
-    if verifier.startswith("require_op:"):
-        op = verifier.split(":", 1)[1].lower().strip()
-        hit = next((u["index"] for u in uses if str(u.get("tool_name") or "").lower() == op or _arg(u, "op") == op),
-                   None)
-        return hit is not None, hit
-    if verifier.startswith("require_images"):
-        parts = verifier.split(":")
-        wanted = int(parts[1]) if len(parts) > 1 and parts[1].strip().isdigit() else 1
-        return transformed >= wanted, 0 if transformed >= wanted else None
-    return False, None
-
-
-def _names(use: dict) -> list[str]:
-    names = [str(use.get(k) or "").strip() for k in ("tool_name", "raw_tool_name")]
-    names += [_arg(use, k) for k in ("tool_name", "raw_tool_name", "op")]
-    return [n.lower() for n in names if n]
-
-
-def _arg(use: dict, key: str) -> str:
-    return str((use.get("arguments") or {}).get(key) or "").strip().lower()
-
-
-def next_judge_request(process: dict, record: dict, judges: dict) -> dict | None:
-    """The next judge request of a record, in checkpoint order (None when all are decided): an S checkpoint's
-    search queries not yet used by an earlier one, or a visual check's next image."""
-    for cid in process["to_judge"]:
-        result = process["checkpoints"][cid]
-        if result["passed"] is not None:
-            continue
-        if result["axis"] == "S":
-            searches = [u for u in record["tool_use_list"] if u["index"] not in process["used"]
-                        and str(u.get("tool_name") or "").lower() == "google_search" and u["arguments"].get("query")]
-            if not searches:
-                result["passed"] = False  # no query: the reference does not ask its judge
-                continue
-            return {"kind": "S", "cid": cid, "indices": [u["index"] for u in searches],
-                    "text": search_judge_prompt(result["description"], [u["arguments"]["query"] for u in searches],
-                                                [str(u["output"].get("context", "")) for u in searches], judges)}
-        visual = result["visual"]
-        return {"kind": "V", "cid": cid, "images": [visual["images"][len(visual["answers"])]],
-                "text": visual["question"]}
-    return None
-
-
-def search_judge_prompt(description: str, queries: list[str], contexts: list[str], judges: dict) -> str:
-    """run_search_judge's prompt: the description, the expected answer it names (if any), the queries and the first
-    500 characters of the first three results."""
-    expected = None
-    for pattern in judges["s_expected_patterns"]["patterns"]:
-        found = re.search(pattern, description, re.IGNORECASE)
-        if found:
-            expected = found.group(1).strip().rstrip(".,;:")
-            break
-    section = judges["s_expected_section"]["text"].format(expected_answer=expected) if expected else ""
-    return judges["s_judge"]["text"].format(
-        checkpoint_desc=description, expected_answer_section=section,
-        queries_text="\n".join(f"{i + 1}. {q}" for i, q in enumerate(queries)),
-        results_text="\n".join(f"Query {i + 1} results: {r[:500]}..." for i, r in enumerate(contexts[:3])))
-
-
-def apply_judge_reply(process: dict, request: dict, reply: str | None) -> None:
-    """A judge's reply as the reference reads it: S passes when its first line has PASS; a visual check passes
-    when the expected answer is in the judge's answer. A judge request that failed counts as the reference counts
-    its errors (not passed) and is counted in `unjudged`."""
-    result = process["checkpoints"][request["cid"]]
-    process["unjudged"] += reply is None
-    if request["kind"] == "S":
-        result["judge_reply"] = reply
-        result["passed"] = reply is not None and "PASS" in reply.strip().upper().split("\n")[0]
-        if result["passed"]:
-            result["hit_index"] = request["indices"][0]
-            process["used"] = sorted({*process["used"], request["indices"][0]})
-        return
-    visual = result["visual"]
-    answer = (reply if reply is not None else "Error: the judge gave no reply").strip()
-    visual["answers"].append(answer)
-    expected = visual["expected"].lower()
-    if expected in answer.lower() or answer.lower() == expected:
-        result["passed"] = result.get("tool_check", True)
-    elif len(visual["answers"]) == len(visual["images"]):
-        result["passed"] = False
-
-
-def aggregate(process: dict) -> dict:
-    """A task's process scores: S and V (eval_process: the share of S, and of V, checkpoints passed; None without
-    such checkpoints or while one waits for the judge), and V_tool and V_true as analyze_v.py counts them (tool-use
-    and visual-check V checkpoints passed, pooled over tasks by the tables)."""
-    results = [process["checkpoints"][cid] for cid in process["order"]]
-
-    def share(axis: str):
-        chosen = [r for r in results if r["axis"] == axis and not r.get("final_answer")]
-        if not chosen or any(r.get("passed") is None for r in chosen):
-            return None
-        return sum(bool(r["passed"]) for r in chosen) / len(chosen)
-
-    def pooled(kind: str):
-        chosen = [r for r in results if r.get("kind") == kind]
-        decided = [r for r in chosen if r.get("passed") is not None]
-        return {"passed": sum(bool(r["passed"]) for r in decided), "total": len(decided), "pending": len(chosen) - len(decided)}
-
-    return {"S": share("S"), "V": share("V"), "V_tool": pooled("tool_use"), "V_true": pooled("visual_check"),
-            "unjudged": process["unjudged"]}
 
 
 class AgenticMme(Suite):
@@ -817,13 +543,16 @@ class AgenticMme(Suite):
                              meta={"task": task.id, "category": task.category, "mode": mode})
 
     def score(self, task, finished) -> dict:
+        """The answer by check_final_answer_only (official) or strict_score (strict), and eval_process on the run
+        (tools mode) with no judge reply yet: a task that needs a judge waits for it (`judge_pending`), or without
+        a judge keeps those requests `missing` (S, V and V_true unscored)."""
         from runtime.web import unavailable_calls
 
         messages = finished.trajectory.messages
         ended = finished.trajectory.meta.get("agentic_mme") or {}
         if finished.mode == "no_tools":
             replies = [message_text(m) for m in messages if m["role"] == "assistant"]
-            ended = {"answer": atm_answer(replies[-1]) if replies else "", "ended": "answer"}
+            ended = {"answer": scoring.extract_answer_text(replies[-1]) if replies else "", "ended": "answer"}
         answer = ended.get("answer", "")
         names = [c["function"]["name"] for m in messages for c in m.get("tool_calls", ())]
         uses = tool_use_list(messages, self.track)
@@ -831,71 +560,87 @@ class AgenticMme(Suite):
         config, reference = task.meta["config"], task.reference_calls or 0
         fields = {"prediction": answer, "variant": self.track, "reference_end": ended.get("ended"),
                   "calls_by_name": dict(Counter(names)), "web_unavailable": unavailable_calls(messages),
-                  "tool_use_list": uses, "effective_calls": effective,
-                  "overthink": max(0, effective - reference) / (reference + 1)}
+                  "tool_use_list": uses, "effective_calls": effective, "reference_calls": reference,
+                  "overthink": scoring.overthink(effective, reference),
+                  "images_made": images_made(messages, self.track, len(task.images))}
         if ended.get("ended") == "answer_after_code":  # the runner stops here, with the answer it read
             fields["stop_reason"] = "answer"
-        errors = {"strict": "strict scoring cannot score this task: its golden answer is empty or its match type "
-                            "is not exact, contains or numeric"}
-        try:
-            official = float(final_answer_correct(config, answer))
-        except ReferenceCrash as err:  # the reference's evaluator fails on this task: it has no score
-            official, errors["official"] = None, f"the benchmark cannot score this task: {err}"
-        scores = {"official": official, "strict": strict_correct(config, answer)}
-        process = checkpoint_results(config, uses, len(task.images), len(finished.trajectory.images))
-        pending = bool(process["to_judge"]) and bool(self.judge_model) and finished.mode == "tools"
-        fields.update(scores=scores, score=scores[self.scoring], process=aggregate(process), checkpoints=process,
-                      judge_pending=pending,
-                      score_error=None if scores[self.scoring] is not None else errors[self.scoring])
+        scores, errors = {}, {}
+        for mode, check in (("official", lambda: float(scoring.check_final_answer_only(config, answer)["correct"])),
+                            ("strict", lambda: scoring.strict_score(config, answer))):
+            try:
+                scores[mode] = check()
+            except scoring.UnscorableItem as err:  # the reference's evaluator fails on this task: no score
+                scores[mode], errors[mode] = None, f"{mode} scoring cannot score this task: {err}"
+        fields.update(scores=scores, score=scores[self.scoring], score_error=errors.get(self.scoring),
+                      judge_pending=False)
+        if finished.mode == "tools":
+            fields.update(self._process(config, fields, {}))
+            fields["judge_pending"] = bool(self.judge_model) and fields["process"].get("missing", 0) > 0
         return fields
 
+    def _process(self, config: dict, record: dict, judgments: dict) -> dict:
+        """eval_process on the record with the judgments known (the others read as failed replies)."""
+        try:
+            evaluation, asked = process.evaluate(config, record, judgments, wait=False)
+        except scoring.UnscorableItem as err:
+            return {"eval": None, "process": {"error": f"the benchmark's evaluator cannot score this task: {err}"}}
+        return {"eval": evaluation, "process": process.summary(evaluation, asked, judgments), "judgments": judgments}
+
     def needs_judge(self) -> str | None:
-        return None  # without a judge, accuracy and V_tool are scored; S and V_true stay unscored
+        return None  # without a judge, accuracy and V_tool are scored; S, V and V_true stay unscored
 
     def judge(self, items, backend, judge_name: str, retries: int):
-        """The reference's two judges, every record's requests in one batch: the S judge on each google_search
-        checkpoint (in order: a checkpoint that passes takes its first query from the next ones) and the V judge
-        on every image the model made (the original when it made none). A judge request that fails after
-        --judge_retries attempts counts as the reference counts its errors: not passed; `unjudged` says how many."""
+        """The reference's two judges on every record that waits for them, batched: each round walks every record
+        (process.evaluate) up to its next request without a reply, asks all of those at once through `ask()`,
+        and records the judgments; a reply that fails or cannot be read is asked again, up to --judge_retries
+        attempts in all (3 by default: the OpenAI client's, whose default max_retries is 2, that the reference's
+        judges use), then counts as `unjudged` and reads as the reference reads it (not passed)."""
         from eval.judge import ask
 
-        judges = json.loads(JUDGES.read_text(encoding="utf-8"))
-        processes = {k: json.loads(json.dumps(record["checkpoints"])) for k, (_, record) in enumerate(items)}
+        judgments = {k: {} for k in range(len(items))}
         while True:
             requests = {}
-            for k, (_, record) in enumerate(items):
-                request = next_judge_request(processes[k], record, judges)
-                if request is not None:
-                    requests[k] = request
+            for k, (task, record) in enumerate(items):
+                try:
+                    process.evaluate(task.meta["config"], record, judgments[k], wait=True)
+                except scoring.JudgePending as pending:
+                    requests[k, pending.request.key] = pending.request
+                except scoring.UnscorableItem:
+                    continue
             if not requests:
                 break
-            prompt = self._judge_prompts(requests, items, judges)
-            completions = ask(backend, list(requests), prompt, attempts=max(1, retries))
-            for key, completion in completions.items():
-                reply = None if completion.error else reply_text(completion.reply)
-                apply_judge_reply(processes[key], requests[key], reply)
-        for k, (_, record) in enumerate(items):
-            yield record, {"checkpoints": processes[k], "process": aggregate(processes[k]),
-                           "judge": {"model": judge_name, "unjudged": processes[k]["unjudged"]}}
+            attempts = {}
 
-    def _judge_prompts(self, requests: dict, items: list, judges: dict):
-        """The request of each key: the S judge's prompt as one user turn; the V judge's system prompt, then the
-        image and the checkpoint's question (the reference's settings: temperature 0, 300 and 100 tokens)."""
+            def prompt(key, attempt):
+                attempts[key] = attempt + 1
+                return self._judge_prompt(requests[key], items[key[0]][1])
+
+            completions = ask(backend, list(requests), prompt, attempts=max(1, retries),
+                              accept=lambda key, done: process.judgment(requests[key], done, 1)["status"] == process.OK)
+            for key, completion in completions.items():
+                judgments[key[0]][key[1]] = process.judgment(requests[key], completion, attempts[key])
+        for k, (task, record) in enumerate(items):
+            fields = self._process(task.meta["config"], record, judgments[k])
+            yield record, {**fields, "judge": {"model": judge_name, "attempts": max(1, retries),
+                                               **{n: (fields["process"] or {}).get(n) for n in
+                                                  ("judge_requests", "unjudged")}}}
+
+    def _judge_prompt(self, request: process.Request, record: dict):
+        """The reference's request: the search judge's prompt as the one user turn (temperature 0, 300 tokens), or
+        the visual judge's system prompt, then the image and the checkpoint's question (temperature 0, 100)."""
         from runtime.trajectory import load_image
 
-        def prompt(key, attempt):
-            request = requests[key]
-            if request["kind"] == "S":
-                return (Prompt([{"role": "user", "content": [{"type": "text", "text": request["text"]}]}], []),
-                        Sampling(max_tokens=300, temperature=0.0, regex=S_VERDICT if self.judge_regex else None))
-            keys = items[key][1]["trajectory"]["images"]
-            user = [*({"type": "image"} for _ in request["images"]), {"type": "text", "text": request["text"]}]
-            return (Prompt([{"role": "system", "content": [{"type": "text", "text": judges["v_system"]["text"]}]},
-                            {"role": "user", "content": user}], [load_image(keys[i], self.images_dir)
-                                                                 for i in request["images"]]),
-                    Sampling(max_tokens=100, temperature=0.0))
-
-        return prompt
+        if request.kind == "S":
+            content = [{"type": "text", "text": m["content"]} for m in request.messages]
+            return (Prompt([{"role": "user", "content": content}], []),
+                    Sampling(**scoring.SEARCH_JUDGE_SAMPLING, regex=process.S_VERDICT if self.judge_regex else None))
+        system = scoring.judge_prompts()["visual_system"]
+        image = load_image(record["trajectory"]["images"][request.image], self.images_dir)
+        return (Prompt([{"role": "system", "content": [{"type": "text", "text": system}]},
+                        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": request.question}]}],
+                       [image]),
+                Sampling(**scoring.VISUAL_JUDGE_SAMPLING))
 
     @staticmethod
     def tables(records: list[dict], config: dict) -> list[str]:

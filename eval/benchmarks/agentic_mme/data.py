@@ -7,6 +7,8 @@ read them, and neither does the suite.
 A task JSON is read as the reference's runners and evaluator read it: `input.prompt` (the question, sent as it
 is), `golden_answer {value, match_type, tolerance}`, `meta.level` (1-3), `process_evaluation.checkpoints[{id,
 axis S|V, tools, description, code_check, visual_check}]` and `process_evaluation.efficiency.reference_tool_calls`.
+Of `meta` the reference reads only `level` (eval_runs_search.py and analyze_v.py group by it); neither its code
+nor the paper names a field for the six domains, so the suite reads none.
 The reference runs a task with an empty prompt or no golden answer (its verifier then counts the answer
 correct), so those rows stay; a row the reference cannot run at all (a file name without a number, an image that
 is missing or does not decode, JSON that does not parse) is skipped with its reason and counted as unscored.
@@ -18,11 +20,11 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 from PIL import Image
 
 from eval.benchmarks.data import LazyImages, RowError, checked_rows, dataset_folder
 from eval.suites import Skipped, Task
+from tools.toolsets.agentic_mme import read_image  # the runner's PNG copy, then RGB, as its tools read it
 
 HUB_REPO = "Crystal1047/Agentic-MME"
 LEVELS = ("L1", "L2", "L3")
@@ -82,12 +84,10 @@ def _task(row: dict, folder: Path) -> Task:
     checkpoints = [c for c in process.get("checkpoints") or [] if isinstance(c, dict)]
     reference = (process.get("efficiency") or {}).get("reference_tool_calls") \
         if isinstance(process.get("efficiency"), dict) else None
-    meta = config.get("meta") if isinstance(config.get("meta"), dict) else {}
     return Task(id=row["id"], question=str(prompt or ""), images=LazyImages(tuple(paths), read_image),
                 answer=str(golden.get("value", "")), scorer=SCORER, category=row["level"], toolset="agentic_mme",
                 reference_calls=int(reference) if isinstance(reference, (int, float)) else None,
                 meta={"config": config, "file": row["file"], "level": row["level"],
-                      "domain": str(meta.get("domain") or meta.get("category") or "unknown"),
                       "search": any(str(c.get("axis", "")).upper() == "S" for c in checkpoints),
                       "image_names": [p.name for p in paths]})
 
@@ -113,9 +113,3 @@ def image_paths(folder: Path, number: int) -> list[Path]:
 
 def _first(directory: Path, stem: str) -> Path | None:
     return next((directory / f"{stem}{ext}" for ext in EXTENSIONS if (directory / f"{stem}{ext}").is_file()), None)
-
-
-def read_image(path: Path) -> np.ndarray:
-    """The picture as the model is shown it: the reference saves the file as PNG, then encodes it in RGB."""
-    with Image.open(path) as opened:
-        return np.asarray(opened.convert("RGB")).copy()

@@ -31,10 +31,11 @@ def _image(seed: int, size=(64, 48)) -> np.ndarray:
     return picture
 
 
-def _task(number: int, level: int, prompt: str, golden: dict, checkpoints: list, reference_calls: int,
-          domain: str) -> dict:
+def _task(number: int, level: int, prompt: str, golden: dict, checkpoints: list, reference_calls: int) -> dict:
+    """A task with the fields the reference's runners and evaluator read (task_id, input.prompt, golden_answer,
+    meta.level, process_evaluation); the published files may hold more, which nothing of theirs reads."""
     return {"task_id": f"fixture_{number:04d}", "input": {"prompt": prompt}, "golden_answer": golden,
-            "meta": {"level": level, "domain": domain},
+            "meta": {"level": level},
             "process_evaluation": {"checkpoints": checkpoints, "efficiency": {"reference_tool_calls": reference_calls}}}
 
 
@@ -49,25 +50,25 @@ def _crop_check(cid: str, question: str | None = None, expected: str | None = No
 TASKS = {
     1: _task(1, 1, "What colour is the block? Answer with one word.",
              {"value": "red", "match_type": "contains", "tolerance": None},
-             [_crop_check("V1", "Does the image show a coloured block? Answer Yes or No.", "Yes")], 1, "objects"),
+             [_crop_check("V1", "Does the image show a coloured block? Answer Yes or No.", "Yes")], 1),
     2: _task(2, 1, "How many blocks are there?", {"value": "1", "match_type": "exact", "tolerance": 0},
              [{"id": "V1", "axis": "V", "tools": ["rotate"], "description": "Rotate the image upright",
-               "visual_check": {"question": "Is the block in the upper half?", "expected_answer": "Yes"}}], 1, "counting"),
+               "visual_check": {"question": "Is the block in the upper half?", "expected_answer": "Yes"}}], 1),
     3: _task(3, 2, "Compare the two images: how wide is the block in pixels?",
              {"value": "21", "match_type": "numeric", "tolerance": 2},
              [_crop_check("V1"), {"id": "S1", "axis": "S", "tools": ["google_search"],
-                                  "description": "Search the block's maker (expected to find: Acme)"}], 3, "measurement"),
+                                  "description": "Search the block's maker (expected to find: Acme)"}], 3),
     4: _task(4, 2, "Which landmark is this?", {"value": "Eiffel Tower", "match_type": "fuzzy"},
              [{"id": "S1", "axis": "S", "tools": ["google_lens_search"], "description": "Reverse-search the image"},
-              _crop_check("V1", "Is there a tower?", "No", verifier="require_op:crop")], 2, "landmarks"),
+              _crop_check("V1", "Is there a tower?", "No", verifier="require_op:crop")], 2),
     5: _task(5, 3, "Find the year the company in the image was founded.",
              {"value": "1999", "match_type": "contains", "tolerance": 0},
              [{"id": "S1", "axis": "S", "tools": ["google_lens_search"], "description": "Identify the logo"},
               {"id": "S2", "axis": "S", "tools": ["google_search"],
                "description": "Search the founding year (Expected: 1999)"},
-              _crop_check("V1", "Is a logo visible?", "yes")], 4, "commerce"),
+              _crop_check("V1", "Is a logo visible?", "yes")], 4),
     6: _task(6, 3, "Describe the scene.", {"value": "", "match_type": "contains"},
-             [], 2, "scenes"),
+             [], 2),
 }
 IMAGES = {1: [_image(1)], 2: [_image(2)], 3: [_image(3), _image(33, (40, 40))], 4: [_image(4)], 5: [_image(5)],
           6: [_image(6)]}
@@ -90,8 +91,8 @@ def write_fixture(folder: str | Path) -> Path:
                 encoding="utf-8")
             Image.fromarray(pictures[0]).save(folder / "image_cause" / f"image_{number:04d}.png")
     # rows the loader skips, with their reasons: no image, not JSON, no number in the name, an image that is no PNG
-    (folder / "json" / "0097.json").write_text(json.dumps(_task(97, 1, "Where is my image?", {"value": "x"}, [], 1,
-                                                                "objects")), encoding="utf-8")
+    (folder / "json" / "0097.json").write_text(json.dumps(_task(97, 1, "Where is my image?", {"value": "x"}, [], 1)),
+                                               encoding="utf-8")
     (folder / "json" / "0098.json").write_text("{not json", encoding="utf-8")
     (folder / "json" / "extra.json").write_text(json.dumps(TASKS[1]), encoding="utf-8")
     (folder / "json" / "0099.json").write_text(json.dumps(TASKS[2]), encoding="utf-8")
@@ -108,13 +109,15 @@ def replay_lines() -> list[dict]:
     from eval.benchmarks.agentic_mme import DEFAULT_GL, DEFAULT_HL, image_sha256
 
     lines = [{"tool": "google_search", "arguments": {"query": q, "gl": DEFAULT_GL, "hl": DEFAULT_HL},
-              "reply": f"[Organic]\n1. {q.title()} - Fixture Encyclopedia\n   https://example.org/{q.replace(' ', '_')}\n"
-                       f"   Acme founded in 1999; a page about {q}."} for q in STRINGS]
+              "reply": f"[Organic]\n1. {q.title()} - Fixture Encyclopedia\n"
+                       f"   https://example.org/{q.replace(' ', '_')}\n   Acme founded in 1999; a page about {q}."}
+             for q in STRINGS]
     lines += [{"tool": "fetch_webpage", "arguments": {"url": url},
                "reply": f"Title: {url}\n\nThis fixture page says the answer is 1999."} for url in STRINGS]
     lines += [{"tool": "google_lens_search", "arguments": {"image_sha256": image_sha256(pictures[0])},
-               "reply": f"[Lens Organic]\n1. Fixture image {number} [example.org]\n   https://example.org/lens/{number}\n"
-                        f"   thumbnailUrl: https://example.org/lens/{number}.jpg"} for number, pictures in IMAGES.items()]
+               "reply": f"[Lens Organic]\n1. Fixture image {number} [example.org]\n"
+                        f"   https://example.org/lens/{number}\n   thumbnailUrl: https://example.org/lens/{number}.jpg"}
+              for number, pictures in IMAGES.items()]
     return lines
 
 

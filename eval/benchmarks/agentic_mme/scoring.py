@@ -19,7 +19,8 @@ SCORING.md lists the rules and the quirks.
 
 `strict_score` scores the final answer without the quirks (see its docstring).
 
-Inputs the reference crashes on raise `UnscorableItem` naming the field.
+Inputs the reference crashes on raise `UnscorableItem` naming the field. A judge callable may raise
+`JudgePending` to stop eval_process where it would wait for that judge (the suite batches judge requests).
 """
 
 from __future__ import annotations
@@ -61,6 +62,15 @@ _SAVED_IMAGE = re.compile(r"\.(png|jpg|jpeg)$", re.IGNORECASE)
 
 class UnscorableItem(ValueError):
     """An input the reference evaluator crashes on; the message names the field and what is wrong."""
+
+
+class JudgePending(Exception):
+    """Raised by a judge callable whose reply is not known yet: eval_process stops there, where the reference
+    would wait for its judge, so a caller can ask many runs' judge requests in one batch and walk them again."""
+
+    def __init__(self, request):
+        super().__init__(request)
+        self.request = request
 
 
 # --- The final answer -------------------------------------------------------------------------------------------
@@ -266,6 +276,8 @@ def run_search_judge(judge: Callable[[list[dict]], str | None], description: str
     messages = search_judge_messages(description, queries, results)
     try:
         reply = judge(messages)
+    except JudgePending:
+        raise
     except Exception as err:  # noqa: BLE001 - the reference counts any judge failure as not passed
         reply, error = None, str(err)
     else:
@@ -639,6 +651,8 @@ def _visual_check(check, judge, images: list, original: str | None, extra: dict)
     for image in candidates:
         try:
             answer = visual_judge_answer(judge(check["question"], image))
+        except JudgePending:
+            raise
         except Exception as err:  # noqa: BLE001 - run_visual_judge returns its errors as the answer
             answer = visual_judge_answer(None, str(err))
         expected = check["expected_answer"].strip()
@@ -733,7 +747,8 @@ def _subset_scores(results: list[dict]) -> dict:
             key = str(_arguments(use).get("op") or use.get("tool_name") or use.get("raw_tool_name") or "").lower()
             if key:
                 usage[key] = usage.get(key, 0) + 1
-    passing = {threshold: sum(1 for rate in rates if rate is not None and rate >= threshold) for threshold in (0.5, 0.8)}
+    passing = {threshold: sum(1 for rate in rates if rate is not None and rate >= threshold)
+               for threshold in (0.5, 0.8)}
     return {"total_cases": total,
             "avg_S": round(sum(s_scores) / len(s_scores), 4) if s_scores else 0.0,
             "avg_V": round(sum(v_scores) / len(v_scores), 4) if v_scores else 0.0,

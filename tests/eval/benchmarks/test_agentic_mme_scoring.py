@@ -41,8 +41,8 @@ def test_header_names_the_reference():
 
 
 def test_final_answer_check_matches_the_reference():
-    assert_all_match((v, outcome(scoring.check_final_answer_only, v["task_cfg"], v["model_answer"]), reference_outcome(v))
-                     for v in VECTORS["final_answer"])
+    assert_all_match((v, outcome(scoring.check_final_answer_only, v["task_cfg"], v["model_answer"]),
+                      reference_outcome(v)) for v in VECTORS["final_answer"])
 
 
 def test_answer_extraction_matches_the_runners():
@@ -77,8 +77,8 @@ def test_search_judge_prompt_and_verdict_match_the_reference():
 
 
 def test_visual_check_matching_matches_the_reference():
-    assert_all_match(((v["expected"], v["answer"]), scoring.visual_check_passes(v["expected"], v["answer"]), v["passed"])
-                     for v in VECTORS["visual_match"])
+    assert_all_match(((v["expected"], v["answer"]), scoring.visual_check_passes(v["expected"], v["answer"]),
+                      v["passed"]) for v in VECTORS["visual_match"])
 
 
 def run_process(vector: dict, images: list[str], effective_tool_calls: int,
@@ -147,6 +147,13 @@ def test_judge_prompts_are_the_reference_texts():
     assert {key: hashlib.sha256(text.encode()).hexdigest() for key, text in texts.items()} == PROMPT_HASHES
     source = json.loads(scoring.PROMPTS.read_text(encoding="utf-8"))["source"]
     assert source["commit"] == VECTORS["header"]["commit"] and source["path"] == "evaluation/eval_runs_search.py"
+
+
+def test_every_protocol_file_is_listed_with_its_hash():
+    folder = scoring.PROMPTS.parent
+    recorded = dict(reversed(line.split(None, 1)) for line in (folder / "SHA256SUMS").read_text().splitlines())
+    assert sorted(recorded) == sorted(p.name for p in folder.iterdir() if p.name != "SHA256SUMS")
+    assert {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in recorded} == recorded
 
 
 def test_visual_judge_request():

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.benchmarks.agentic_mme import (MAX_ROUNDS, MAX_TOOL_CALLS, SKIPPED_CALL, AgenticMme, atm_answer,
-                                         checkpoint_results, final_answer_correct, gen_answer, gen_code,
-                                         gen_tag_answer, image_sha256, runner_texts, search_schemas)
+from eval.benchmarks.agentic_mme import (MAX_ROUNDS, MAX_TOOL_CALLS, SKIPPED_CALL, AgenticMme, gen_code,
+                                         image_sha256, runner_texts, scoring, search_schemas)
 from eval.benchmarks.agentic_mme import data as amme_data
 from eval.benchmarks.agentic_mme.fixture import IMAGES, TASKS, write_fixture
 from runtime.profiles import AMME_GEN_SYSTEM, ModelProfile
 from runtime.protocols import HermesProtocol
 from runtime.trajectory import message_text
 from runtime.web import UNAVAILABLE_MARK, Web
+from tools.toolset import ToolSet
 
 TEXTS = runner_texts()
 
@@ -98,18 +98,20 @@ def test_the_prompts_are_the_runners_word_for_word(dataset):
 
 
 def test_the_answer_readers_follow_the_runners():
-    assert atm_answer("x <answer> A </answer> <answer>B</answer>") == "A"
-    assert atm_answer("so <answer>C") == "C" and atm_answer("  plain  ") == "plain"
-    assert atm_answer("<answer> </answer>") == ""  # empty: the runner asks again
-    assert gen_answer("<think>hm</think>") == "<think>hm</think>"  # no answer: the raw text
-    assert gen_answer("no tags") == "no tags" and gen_answer("<answer>5</answer>") == "5"
+    assert scoring.extract_answer_text("x <answer> A </answer> <answer>B</answer>") == "A"
+    assert scoring.extract_answer_text("so <answer>C") == "C" and scoring.extract_answer_text("  plain  ") == "plain"
+    assert scoring.extract_answer_text("<answer> </answer>") == ""  # empty: the runner asks again
+    assert scoring.general_final_answer("<think>hm</think>") == "<think>hm</think>"  # no answer: the raw text
+    assert scoring.general_final_answer("no tags") == "no tags"
+    assert scoring.general_final_answer("<answer>5</answer>") == "5"
     assert gen_code("<code>```python\nprint(1)\n```</code><code>print(2)</code>") == "print(1)"
     assert gen_code("<code>  </code>") is None and gen_code("<code>print(1)") is None
 
 
 def test_atm_runs_calls_beside_an_answer_and_shows_each_image_after_its_json(dataset):
     _, toolbox, episode = start(dataset, "atm")
-    reply(episode, toolbox, call("crop", image_index=0, bbox_2d=[0, 0, 500, 500], label="left") + "<answer>red</answer>")
+    reply(episode, toolbox,
+          call("crop", image_index=0, bbox_2d=[0, 0, 500, 500], label="left") + "<answer>red</answer>")
     assert not episode.done and episode.workspace[1].shape[0] > 0
     tool, image_turn = rendered(episode)[-2:]
     assert tool["content"][0]["text"].startswith("<tool_response>")
@@ -117,6 +119,33 @@ def test_atm_runs_calls_beside_an_answer_and_shows_each_image_after_its_json(dat
     assert texts_of(image_turn)[0].startswith("[Image 1: crop")
     reply(episode, toolbox, "It is <answer>red</answer>.")
     assert episode.trajectory.meta["agentic_mme"] == {"answer": "red", "ended": "answer"}
+
+
+def test_atm_tool_messages_are_the_toolsets_reply_text_and_each_new_image_gets_the_runners_line(dataset, monkeypatch):
+    replies, run = [], ToolSet.run
+
+    def recorded(toolset, name, arguments, files):
+        replies.append(run(toolset, name, arguments, files))
+        return replies[-1]
+
+    monkeypatch.setattr(ToolSet, "run", recorded)
+    _, toolbox, episode = start(dataset, "atm")
+    reply(episode, toolbox, call("crop", image_index=0, bbox_2d=[0, 0, 500, 500], label="the left part") + "\n"
+          + call("crop", image_index=9, bbox_2d=[0, 0, 500, 500]) + "\n" + call("sharpen", image_index=1) + "\n"
+          + call("google_search", query="red"))
+    wire = episode.protocol.wire_messages(episode.trajectory.messages)
+    tools = [k for k, m in enumerate(wire) if m["role"] == "tool"]
+    assert len(tools) == len(replies) == 4 and [r.error for r in replies] == [False, True, False, False]
+    for k, answer in zip(tools, replies):
+        assert texts_of(wire[k]) == [answer.text]  # passed through as the tool set wrote it
+        if answer.error or wire[k]["name"] == "google_search":  # the runner shows no image after these
+            assert k + 1 == len(wire) or wire[k + 1]["role"] != "user"
+            continue
+        out = json.loads(answer.text)
+        label = f" - {out['label']}" if out.get("label") else ""
+        assert [p["type"] for p in wire[k + 1]["content"]] == ["image", "text"]
+        assert texts_of(wire[k + 1]) == [f"[Image {out['new_image_index']}: {wire[k]['name']}{label}]"]
+    assert texts_of(wire[tools[0] + 1]) == ["[Image 1: crop - the left part]"]
 
 
 def test_atm_empty_reply_asks_for_the_answer_without_tools(dataset):
@@ -205,26 +234,29 @@ REFERENCE = json.loads((Path(__file__).parent / "data" / "agentic_mme_reference.
 def test_the_answer_readers_match_the_reference_vectors():
     for case in REFERENCE["extraction"]:
         reply = case["reply"]
-        assert atm_answer(reply) == case["atm_answer"], reply
+        assert scoring.extract_answer_text(reply) == case["atm_answer"], reply
         assert (gen_code(reply) or "") == case["gen_code"], reply
-        assert gen_tag_answer(reply) == case["gen_tag_answer"], reply
-        assert gen_answer(reply) == case["gen_final_answer"], reply
+        assert scoring.parse_model_output_answer(reply) == case["gen_tag_answer"], reply
+        assert scoring.general_final_answer(reply) == case["gen_final_answer"], reply
 
 
 def test_the_final_answer_check_matches_the_reference_vectors():
     for case in REFERENCE["final_answer"]:
-        assert final_answer_correct({"golden_answer": case["golden_answer"]}, case["answer"]) == case["correct"], case
+        verdict = scoring.check_final_answer_only({"golden_answer": case["golden_answer"]}, case["answer"])
+        assert verdict["correct"] == case["correct"], case
 
 
 def test_the_checkpoint_walk_matches_the_reference_vectors():
+    """The reference ran these without a judge client: its google_search checkpoints fail unjudged, which is
+    how eval_process reads a judge that gives no reply."""
     for case in REFERENCE["process"]:
         config = {"process_evaluation": {"checkpoints": case["checkpoints"]}}
-        ours = checkpoint_results(config, case["tool_use_list"], 1, 1 + case["transformed"])["checkpoints"]
+        images = [f"transformed_image_{k}.png" for k in range(1, case["transformed"] + 1)]
+        ours = scoring.eval_process(config, case["tool_use_list"], "", search_judge=lambda messages: None,
+                                    visual_judge=lambda question, image: None, images=images)["checkpoint_results"]
         for cid, expected in case["results"].items():
-            if ours[cid].get("judge") == "search":  # without a judge the reference fails it; we leave it unscored
-                assert ours[cid]["passed"] is None and expected["passed"] is False
-            elif ours[cid].get("final_answer"):
-                assert expected["passed"] is None
+            if expected["passed"] is None:  # the final-answer checkpoint: left out of V
+                assert ours[cid] == {"axis": "V"}
             else:
-                assert (ours[cid]["passed"], ours[cid].get("hit_index")) == (expected["passed"], expected["hit_index"]), \
+                assert (ours[cid]["passed"], ours[cid]["hit_index"]) == (expected["passed"], expected["hit_index"]), \
                     (case["track"], case["config"], cid)
