@@ -1,5 +1,6 @@
 """Code tools end to end: episodes whose model writes code, run in the real sandbox."""
 
+import ast
 import json
 
 import numpy as np
@@ -89,22 +90,28 @@ def test_agentic_mme_gen_collects_every_new_image_as_its_runner_does(pool):
     assert "scratch.png" in text
 
 
-def test_visualtoolbench_function_tool_reads_the_working_dir_and_returns_its_json(pool):
+def test_visualtoolbench_function_tool_runs_code_as_the_benchmark_and_returns_its_dict(pool):
     profile, toolbox = toolbox_for("visualtoolbench", pool)
     image = demo_image(30, 50)
     episode = toolbox.start(profile, "q", [image])
     schema = episode.trajectory.tools[0]["function"]
     assert schema["name"] == "python_image_processing" and "['image_0.png']" in schema["description"]
-    code = ("img = Image.open('image_0.png')\nimg.rotate(90, expand=True).save("
+    code = ("from PIL import Image\nimg = Image.open('image_0.png')\nimg.rotate(90, expand=True).save("
             "f'{PROCESSED_IMAGE_SAVE_PATH}/transformed_image_0.png', 'PNG')\nprint(np.asarray(img).shape)")
-    reply = {"content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
-        "name": "python_image_processing", "arguments": json.dumps({"code": code})}}]}
-    scripted([episode], lambda e: [reply, {"content": "<answer>ok</answer>"}], toolbox)
-    tool = [m for m in episode.trajectory.messages if m["role"] == "tool"][0]
-    result = json.loads(tool["content"][-1]["text"])
+    unimported = "Image.open('image_0.png')"  # the benchmark's `Image` has no open: the code must import PIL
+    replies = [{"content": None, "tool_calls": [{"id": f"c{k}", "type": "function", "function": {
+        "name": "python_image_processing", "arguments": json.dumps({"code": source})}}]}
+        for k, source in enumerate((code, unimported))]
+    scripted([episode], lambda e: [*replies, {"content": "<answer>ok</answer>"}], toolbox)
+    tools = [m for m in episode.trajectory.messages if m["role"] == "tool"]
+    result = ast.literal_eval(tools[0]["content"][-1]["text"])  # str() of the tool's dict, as the harness sends it
     assert result["ok"] == "true" and result["stdout"] == "(30, 50, 3)\n"
-    assert result["output_paths"] == [result["output_path"]] and result["output_path"].endswith("transformed_image_0.png")
+    assert result["output_paths"] == [result["output_path"]]
+    assert result["output_path"].endswith("transformed_image_0.png")
     np.testing.assert_array_equal(episode.workspace[1], np.rot90(image))
+    failed = ast.literal_eval(tools[1]["content"][-1]["text"])
+    assert failed["ok"] == "false" and failed["stderr"].endswith(
+        "AttributeError: type object 'Image' has no attribute 'open'\n") and tools[1]["error"]
     prompt = profile.protocol.render(episode.trajectory)
     tool_message = [m for m in prompt.messages if m["role"] == "tool"][0]
     assert isinstance(tool_message["content"], str)  # images travel in the next user message

@@ -1,0 +1,235 @@
+"""VisualToolBench's data as published: the hub dataset `ScaleAI/VisualToolBench` (split `test`), read with
+`datasets.load_dataset` as the benchmark's download_dataset.py reads it, or a local folder (`--data_dir`) in either
+layout:
+
+- what download_dataset.py writes: `data/single_turn/dataset.json` and `data/multi_turn/dataset.json` (a list of
+  rows each) with the images under `data/<kind>/images/sample_<k>/`, named by the rows' `image_paths` and
+  `images_by_turn_paths` (relative to the folder that holds `data/`; the folder given may be either);
+- the hub's parquet files (`*.parquet`, also under `data/`), image columns as `{"bytes", "path"}`.
+
+A row (the fields the reference's scripts read): `id` (or `task_id`), `turn_prompts` (one per turn; a task is
+multi-turn when it has more than one), `num_turns`, `turn_golden_answers`, `rubrics_by_turn` (each turn's rubrics,
+`{rubric_id: {"description", "weight", ...}}`, stored as a JSON string), `turn_tool_trajectories`, `turncase`,
+`prompt_category` (the domain), `eval_focus`, and the images: `images` / `image_paths` (a single-turn task's) and
+`images_by_turn` / `images_by_turn_paths` (each turn's). The reference's loop shows the model the first image of a
+turn (single-turn: the first of `image_paths`) and nothing else, so that is what a task carries: `Task.images` is
+turn 0's first image and each later turn is a `FollowUp` with its prompt and its first image. A row the reference
+could not run (no prompt, rubrics that do not parse, a missing or unreadable image) is skipped with its reason and
+counted as unscored.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from eval.benchmarks.data import LazyImages, RowError, checked_rows
+from eval.suites import FollowUp, Skipped, Task
+
+HUB_REPO = "ScaleAI/VisualToolBench"
+SPLIT = "test"  # download_dataset.py reads ds['test']
+SCORER = "visualtoolbench"  # the benchmark's rubric judge (scoring.py)
+KINDS = ("single_turn", "multi_turn")
+
+
+def load(data_dir: str | None = None, revision: str | None = None) -> tuple[list[Task], list[Skipped], str]:
+    """The tasks, the skipped rows and the dataset's name (hub repo@revision, or the local folder)."""
+    if data_dir is None:
+        rows, source = _hub_rows(revision), f"{HUB_REPO}@{revision or 'main'} (split {SPLIT})"
+        root = None
+    else:
+        folder = Path(data_dir).expanduser().resolve()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"--data_dir {data_dir} is not a folder; give the folder download_dataset.py "
+                                    f"wrote (data/ with single_turn/ and multi_turn/) or the {HUB_REPO} parquet files")
+        rows, root = _folder_rows(folder)
+        source = f"{folder} (local copy of {HUB_REPO})"
+    numbered = _numbered(rows)
+    tasks, skipped = checked_rows(numbered, lambda row: _task(row, root), lambda n: numbered[n]["_where"],
+                                  category="prompt_category")
+    return tasks, skipped, source
+
+
+def _hub_rows(revision: str | None) -> list[dict]:
+    try:
+        from datasets import load_dataset
+
+        dataset = load_dataset(HUB_REPO, revision=revision)[SPLIT]
+    except Exception as err:  # noqa: BLE001 - offline, gated, a bad revision: all end the same way for the user
+        raise FileNotFoundError(f"could not get the dataset {HUB_REPO} from the hub ({type(err).__name__}: {err}); "
+                                "run the benchmark's download_dataset.py where there is access (or `hf download "
+                                f"{HUB_REPO} --repo-type dataset --local-dir DIR`) and pass --data_dir DIR") from None
+    return [{**row, "_where": f"{HUB_REPO} {SPLIT} row {n}"} for n, row in enumerate(dataset)]
+
+
+def _folder_rows(folder: Path) -> tuple[list[dict], Path | None]:
+    """Rows from download_dataset.py's JSON files (and the folder their relative image paths start from), else
+    from parquet files."""
+    for root in (folder, folder.parent):
+        files = [root / "data" / kind / "dataset.json" for kind in KINDS]
+        if any(path.is_file() for path in files):
+            rows = []
+            for path in (p for p in files if p.is_file()):
+                try:
+                    listed = json.loads(path.read_text(encoding="utf-8"))
+                except (ValueError, UnicodeDecodeError) as err:
+                    raise ValueError(f"{path} is not JSON ({err}); download it again") from None
+                if not isinstance(listed, list):
+                    raise ValueError(f"{path} holds a {type(listed).__name__}, not the list of rows "
+                                     "download_dataset.py writes")
+                rows += [{**row, "_where": f"{path.relative_to(root)} row {n}"} if isinstance(row, dict) else
+                         {"_where": f"{path.relative_to(root)} row {n}", "_error": "the row is not an object"}
+                         for n, row in enumerate(listed)]
+            return rows, root
+    parquet = sorted(folder.glob("*.parquet")) + sorted(folder.glob("data/*.parquet"))
+    if not parquet:
+        raise FileNotFoundError(f"{folder} has neither data/single_turn/dataset.json nor data/multi_turn/dataset.json "
+                                f"(download_dataset.py's layout) nor *.parquet files ({HUB_REPO}'s)")
+    import pyarrow.parquet as pq
+
+    rows = []
+    for path in parquet:
+        for n, row in enumerate(pq.read_table(path).to_pylist()):
+            rows.append({**row, "_where": f"{path.name} row {n}"})
+    return rows, None
+
+
+def _numbered(rows: list[dict]) -> list[dict]:
+    """Each row with the sample number download_dataset.py gives it (its place among the single-turn or the
+    multi-turn rows), which names its image folder."""
+    counts = {kind: 0 for kind in KINDS}
+    for row in rows:
+        prompts = row.get("turn_prompts")
+        kind = "multi_turn" if isinstance(prompts, list) and len(prompts) > 1 else "single_turn"
+        row["_kind"], row["_sample"] = kind, counts[kind]
+        counts[kind] += 1
+    return rows
+
+
+def _task(row: dict, root: Path | None) -> Task:
+    if "_error" in row:
+        raise RowError("row", row["_error"])
+    ident = row.get("id", row.get("task_id"))
+    if ident in (None, ""):
+        raise RowError("id", "missing; every row needs an id")
+    prompts = row.get("turn_prompts")
+    if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
+        raise RowError("turn_prompts", "must be a non-empty list of strings (one prompt per turn)")
+    turns = row.get("num_turns") or len(prompts)
+    if not isinstance(turns, int) or isinstance(turns, bool) or not 1 <= turns <= len(prompts):
+        raise RowError("num_turns", f"{turns!r} is not a number of turns between 1 and the {len(prompts)} prompts "
+                                    "(the reference's loop fails on it)")
+    multi = len(prompts) > 1
+    golden = _listed(row, "turn_golden_answers", turns)
+    rubrics = [_rubrics(value, turn) for turn, value in enumerate(_listed(row, "rubrics_by_turn", turns))]
+    sources = _image_sources(row, root, turns, multi)
+    shown = [_shown_path(row, turn, multi) if source is not None else None for turn, source in enumerate(sources)]
+    for turn, source in enumerate(sources):
+        if source is not None:
+            _check_image(source, turn)
+    first = LazyImages(tuple(s for s in sources[:1] if s is not None), read_image)
+    follow_ups = tuple(FollowUp(prompts[t], LazyImages((sources[t],), read_image) if sources[t] is not None else ())
+                       for t in range(1, turns))
+    category = str(row.get("prompt_category") or "unknown")
+    return Task(id=str(ident), question=prompts[0], images=first, answer=str(golden[0] or ""), scorer=SCORER,
+                category=category, toolset="visualtoolbench", follow_ups=follow_ups,
+                meta={"turncase": row.get("turncase") or ("multi-turn" if multi else "single-turn"),
+                      "prompt_category": row.get("prompt_category", ""), "eval_focus": row.get("eval_focus", ""),
+                      "multi_turn": multi, "turn_prompts": list(prompts[:turns]),
+                      "golden_answers": [str(g or "") for g in golden], "rubrics_by_turn": rubrics,
+                      "image_paths": shown, "sample": row["_sample"]})
+
+
+def _listed(row: dict, name: str, turns: int) -> list:
+    """A per-turn field, as long as the turns (the reference reads a missing entry as "")."""
+    value = row.get(name)
+    if value is None:
+        value = []
+    if not isinstance(value, list):
+        raise RowError(name, f"must be a list with one entry per turn, got {type(value).__name__}")
+    return [value[t] if t < len(value) else "" for t in range(turns)]
+
+
+def _rubrics(value, turn: int) -> dict:
+    """A turn's rubrics as a dict: the dataset stores them as a JSON string."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError as err:
+            raise RowError("rubrics_by_turn", f"turn {turn}: not JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise RowError("rubrics_by_turn", f"turn {turn}: must be an object of rubrics by id, got "
+                                          f"{type(value).__name__}")
+    for rubric_id, rubric in value.items():
+        if not isinstance(rubric, dict) or "description" not in rubric or "weight" not in rubric:
+            raise RowError("rubrics_by_turn", f"turn {turn}, rubric {rubric_id!r}: needs a description and a weight")
+    return value
+
+
+def _image_sources(row: dict, root: Path | None, turns: int, multi: bool) -> list:
+    """The first image of each turn (a path or encoded bytes), None for a turn without one; the single-turn
+    script reads `image_paths` (else `image`), the multi-turn one `images_by_turn_paths`."""
+    if root is not None:
+        if multi:
+            listed = row.get("images_by_turn_paths") or []
+            firsts = [(listed[t] or [None])[0] if t < len(listed) and isinstance(listed[t], list) else None
+                      for t in range(turns)]
+        else:
+            paths = row.get("image_paths", row.get("image")) or []
+            firsts = [paths[0] if isinstance(paths, list) and paths else paths or None]
+        return [_resolved(root, p) if p is not None else None for p in firsts]
+    if multi:
+        listed = row.get("images_by_turn") or []
+        return [_encoded(listed[t][0]) if t < len(listed) and listed[t] else None for t in range(turns)]
+    images = row.get("images") or []
+    return [_encoded(images[0]) if images else None]
+
+
+def _resolved(root: Path, path) -> Path:
+    if not isinstance(path, str):
+        raise RowError("image_paths", f"{path!r} is not a path")
+    resolved = Path(path) if Path(path).is_absolute() else root / path
+    if not resolved.is_file():
+        raise RowError("image_paths", f"{path} does not exist under {root}")
+    return resolved
+
+
+def _encoded(cell) -> bytes:
+    if isinstance(cell, dict) and isinstance(cell.get("bytes"), (bytes, bytearray)):
+        return bytes(cell["bytes"])
+    if isinstance(cell, Image.Image):  # `datasets` decodes image columns itself
+        buffer = io.BytesIO()
+        cell.save(buffer, format="PNG")
+        return buffer.getvalue()
+    raise RowError("images", f"an image cell must be {{'bytes': ..., 'path': ...}}, got {type(cell).__name__}")
+
+
+def _shown_path(row: dict, turn: int, multi: bool) -> str:
+    """The path the reference's tool description lists for a turn's image: the row's own relative path, or the
+    one download_dataset.py gives it."""
+    if multi:
+        listed = row.get("images_by_turn_paths") or []
+        if turn < len(listed) and isinstance(listed[turn], list) and listed[turn]:
+            return str(listed[turn][0])
+        return f"data/multi_turn/images/sample_{row['_sample']}/turn_{turn}_image_0.png"
+    paths = row.get("image_paths")
+    if isinstance(paths, list) and paths:
+        return str(paths[0])
+    return f"data/single_turn/images/sample_{row['_sample']}/image_0.png"
+
+
+def _check_image(source, turn: int) -> None:
+    try:
+        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as opened:
+            opened.verify()
+    except Exception as err:  # noqa: BLE001 - any decoder failure means the same: an unreadable image
+        raise RowError("images", f"turn {turn}'s image does not decode ({type(err).__name__}: {err})") from None
+
+
+def read_image(source) -> np.ndarray:
+    with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as opened:
+        return np.asarray(opened.convert("RGB")).copy()
