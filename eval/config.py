@@ -49,8 +49,8 @@ class EvalConfig:
                               "tir_bench --study function_calling: 'function' or 'code'.", default=None)
     study: str | None = _help("tir_bench: 'function_calling', the rotation-game study of the paper's section 4.4.",
                               default=None)
-    critical: str | None = _help("visualtoolbench: which rubrics are critical for the pass rate (see "
-                                 "eval/benchmarks/visualtoolbench/SCORING.md; default: the benchmark's judge).",
+    critical: str | None = _help("visualtoolbench: which rubrics a task must meet to pass: 'weight' (weight >= 4, "
+                                 "the benchmark's own rule; the default) or 'flag' (the rubric's critical field).",
                                  default=None)
     web: str | None = _help("Search and browsing tools: 'replay' (recorded answers: the suite's and --web_replay), "
                             "'record' (replay, else --web_provider, stored in --web_record) or 'offline' (every "
@@ -133,6 +133,8 @@ class EvalConfig:
                             f"not to --suite {self.suite}")
         if self.web_replay and self.suite not in SUITES[1:]:
             problems.append(f"--web_replay: a setting of the benchmark suites, not to --suite {self.suite}")
+        if self.critical not in (None, "weight", "flag"):
+            problems.append(f"--critical must be 'weight' or 'flag', got {self.critical!r}")
         if self.web not in (None, *WEB_MODES):
             problems.append(f"--web must be one of {WEB_MODES}, got {self.web!r}")
         if (self.web == "record") != bool(self.web_provider):

@@ -52,7 +52,9 @@ class ForcedReplies:
 def draw_arguments(parameters: dict, rng: random.Random) -> dict:
     """Values for the required arguments of a JSON schema's `properties`, within the shapes it allows."""
     properties = parameters.get("properties") or {}
-    return {name: _draw(properties.get(name) or {}, rng) for name in parameters.get("required") or []}
+    # an image index names an image of the episode's workspace; the original (0) is the one every episode has
+    return {name: 0 if name == "image_index" else _draw(properties.get(name) or {}, rng)
+            for name in parameters.get("required") or []}
 
 
 def _draw(schema: dict, rng: random.Random):

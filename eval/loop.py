@@ -91,6 +91,7 @@ class EvalLoop:
         tool_queue: list[Live] = []
         tool_job: Future | None = None
         tool_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tirlab-tools")
+        self._unsent: list[Live] = []  # episodes whose prompt failed to build: finished, never submitted
         try:
             while True:
                 while len(live) < self.max_active and (pair := next(work, None)) is not None:
@@ -114,6 +115,8 @@ class EvalLoop:
                     tool_job = None
                 if tool_job is None and tool_queue:
                     tool_job, tool_queue = tool_thread.submit(self._run_tools, tool_queue), []
+                finished += self._unsent
+                self._unsent.clear()
                 for item in finished:
                     live.remove(item)
                     done = self._finish(item)
@@ -147,8 +150,14 @@ class EvalLoop:
         seed = zlib.crc32(f"{self.seed}:{key}{run}".encode())  # reproducible per turn, whatever the batch around it
         script = self.forced.script(episode.trajectory.tools, episode.turns, seed) if self.forced else None
         sampling = replace(self.sampling, seed=seed, script=script)
+        try:
+            prompt = episode.prompt()
+        except Exception as err:  # noqa: BLE001 - a prompt that cannot be built ends that episode only
+            episode.fail(f"could not build the prompt: {type(err).__name__}: {err}")
+            self._unsent.append(item)
+            return
         waiting[key] = item
-        self.backend.submit(key, episode.prompt(), sampling)
+        self.backend.submit(key, prompt, sampling)
 
     def _receive(self, item: Live, completion: Completion, tool_queue: list[Live], finished: list[Live],
                  waiting: dict[str, Live]) -> None:

@@ -49,6 +49,9 @@ SMOKE_SUITES = {  # what a smoke run of each suite needs besides: a small synthe
     # default's 49 schemas outgrow the tiny model; the extraction prompts need more than 4k tokens
     "tir_bench": dict(judge_model="same", toolset="tir_rotate", max_model_len=16384),
     "vtc_bench": dict(max_model_len=32768),  # the 35 tool schemas take ~14k tokens of the tiny tokenizer
+    # judged by the model itself (junk verdicts: retried, then unjudged); the runner's prompt and 17 tool schemas
+    "visualtoolbench": dict(judge_model="same", max_model_len=16384),
+    "agentic_mme": dict(judge_model="same", max_model_len=16384),
 }
 SMOKE_BANNER = (f"No --model and no GPU: evaluating '{SMOKE_MODEL}', a tiny RANDOM-WEIGHT model, on a small suite "
                 "through the vLLM CPU engine. Its tool calls are scripted by the harness and its answers are "

@@ -155,6 +155,12 @@ def test_drawn_tool_calls_fit_every_tools_schema():
             op.bind(draw_arguments(parameters, random.Random(seed)))
 
 
+def test_a_drawn_call_names_the_image_every_episode_has():
+    parameters = {"properties": {"image_index": {"type": "integer", "minimum": 0}, "angle": {"type": "number"}},
+                  "required": ["image_index", "angle"]}
+    assert {draw_arguments(parameters, random.Random(seed))["image_index"] for seed in range(20)} == {0}
+
+
 def test_forced_replies_need_the_vllm_engine(tasks):
     with pytest.raises(ValueError, match="need the vLLM engine backend, not 'reference'"):
         EvalLoop(ReferenceBackend(tasks), PROFILE, Sampling(), toolboxes(PROFILE), forced=ForcedReplies(2))
@@ -185,6 +191,25 @@ def test_follow_ups_continue_an_answered_episode():
     assert finished.trajectory.meta["answers"] == [task.answer, task.answer]
     assert finished.answer == task.answer and finished.stop_reason == "answer"
     assert (finished.trajectory.images[-1] == image).all()
+
+
+def test_a_prompt_that_cannot_be_built_fails_its_episode_only(monkeypatch, tasks):
+    from runtime.episode import Episode
+
+    build = Episode.prompt
+
+    def prompt(episode):
+        if episode.trajectory.meta.get("task") == tasks[0].id and episode.turns == 1:
+            raise ValueError("an image the model cannot be sent")
+        return build(episode)
+
+    monkeypatch.setattr(Episode, "prompt", prompt)
+    loop = EvalLoop(ReferenceBackend(tasks), PROFILE, Sampling(), lambda t, m: ToolBox(t.toolset))
+    finished = {f.task.id: f for f in loop.run([(task, "tools") for task in tasks])}
+    assert sorted(finished) == sorted(t.id for t in tasks)
+    broken = finished.pop(tasks[0].id)
+    assert broken.stop_reason == "error" and "could not build the prompt: ValueError" in broken.error
+    assert all(f.stop_reason == "answer" for f in finished.values())
 
 
 def test_generic_profile_renders_tools_through_the_template():

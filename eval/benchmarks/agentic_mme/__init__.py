@@ -19,6 +19,7 @@ from pathlib import Path
 
 from eval.backends import Sampling
 from eval.benchmarks.agentic_mme import data, process, scoring, tables
+from eval.benchmarks.agentic_mme.images import JUDGE, as_sent, message_limits, sent_made, sent_original
 from eval.benchmarks.data import keep, wanted
 from eval.config import NO_JUDGE
 from eval.suites import Suite
@@ -54,6 +55,7 @@ FETCH_CHARS = 12000
 # trajectory keeps it with this note, and the prompt leaves it out
 SKIPPED_CALL = "not run: the tool-call budget was spent; the benchmark's runner sends no reply to this call"
 LENS_IMAGE = "_image_index"  # where the toolbox puts the workspace image a Gen lens call names
+INPUT_FILES = "agentic_mme_inputs"  # trajectory meta: the task's image files, which the runner sends from its copy
 
 # the Gen runner's code reader (general/run_general_script_openai.py parse_model_output); its answer readers are
 # scoring.extract_answer_text (Atm), parse_model_output_answer and general_final_answer (Gen)
@@ -85,7 +87,8 @@ class AmmeProtocol(Protocol):
     """The model's own protocol, with the runner's message layout around it: Gen reads the first `<code>` block
     (which wins over function calls in the same reply) and shows its output in a user turn, each new image with
     its `[Image N: name]` line; Atm shows an image tool's JSON reply in the tool message and the new image in a
-    user turn after it. The harness's requests for a final answer are user turns of their own."""
+    user turn after it. The harness's requests for a final answer are user turns of their own. Each image is
+    shown as the runner sends it (images.py: compressed by the limits of its message's place)."""
 
     inner: Protocol = None
     track: str = DEFAULT_TRACK
@@ -100,7 +103,26 @@ class AmmeProtocol(Protocol):
         return self.inner.observation_parts(observation)
 
     def render(self, trajectory):
-        return self.inner.render(replace(trajectory, messages=self.wire_messages(trajectory.messages)))
+        wired = self.wire_messages(trajectory.messages)
+        files = trajectory.meta.get(INPUT_FILES)
+        if files is None:
+            raise ValueError(f"an Agentic-MME trajectory names its task's image files in meta[{INPUT_FILES!r}] (the "
+                             "runner sends them from its copy); start the episode with AgenticMme.start")
+        shown, sent, first = [], [], True
+        for message, limits in zip(wired, message_limits(wired)):
+            if limits is None:
+                shown.append(message)
+                continue
+            parts = []
+            for part in message["content"]:
+                if part["type"] == "image":
+                    index = part["image"]
+                    sent.append(as_sent(trajectory.images[index], limits, files[index] if first else None))
+                    part = {**part, "image": len(sent) - 1}
+                parts.append(part)
+            shown.append({**message, "content": parts})
+            first = False
+        return self.inner.render(replace(trajectory, messages=shown, images=sent))
 
     def wire_messages(self, messages: list[dict]) -> list[dict]:
         wired, request = [], None
@@ -539,8 +561,13 @@ class AgenticMme(Suite):
         count = len(task.images)
         template = self.texts["user_single" if count == 1 else "user_multi"]
         question = template.format(prompt=task.question, labels=", ".join(f"Image {i}" for i in range(count)))
+        files = getattr(task.images, "sources", None)
+        if files is None:
+            raise ValueError(f"Agentic-MME task {task.id} holds no image files: the runner sends each image from its "
+                             "file, so load the tasks with eval.benchmarks.agentic_mme.data.load")
         return toolbox.start(profile, question, task.images, system=profile.system_prompt, budgets=budgets,
-                             meta={"task": task.id, "category": task.category, "mode": mode})
+                             meta={"task": task.id, "category": task.category, "mode": mode,
+                                   INPUT_FILES: [str(path) for path in files]})
 
     def score(self, task, finished) -> dict:
         """The answer by check_final_answer_only (official) or strict_score (strict), and eval_process on the run
@@ -628,7 +655,9 @@ class AgenticMme(Suite):
 
     def _judge_prompt(self, request: process.Request, record: dict):
         """The reference's request: the search judge's prompt as the one user turn (temperature 0, 300 tokens), or
-        the visual judge's system prompt, then the image and the checkpoint's question (temperature 0, 100)."""
+        the visual judge's system prompt, then the image as image_to_data_url(path) sends it (its default limits:
+        the run's PNG, or the orig.png copy of the task's image) and the checkpoint's question (temperature 0,
+        100)."""
         from runtime.trajectory import load_image
 
         if request.kind == "S":
@@ -636,7 +665,11 @@ class AgenticMme(Suite):
             return (Prompt([{"role": "user", "content": content}], []),
                     Sampling(**scoring.SEARCH_JUDGE_SAMPLING, regex=process.S_VERDICT if self.judge_regex else None))
         system = scoring.judge_prompts()["visual_system"]
-        image = load_image(record["trajectory"]["images"][request.image], self.images_dir)
+        files = record["trajectory"].get("meta", {}).get(INPUT_FILES, [])  # a record made before they were noted: none
+        if request.image < len(files):
+            image = sent_original(files[request.image], JUDGE)
+        else:
+            image = sent_made(load_image(record["trajectory"]["images"][request.image], self.images_dir), JUDGE)
         return (Prompt([{"role": "system", "content": [{"type": "text", "text": system}]},
                         {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": request.question}]}],
                        [image]),

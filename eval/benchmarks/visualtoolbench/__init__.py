@@ -13,10 +13,12 @@ README.md in this folder explains each part and every known difference.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import math
 import operator
 import os
+import weakref
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -224,6 +226,25 @@ def unknown_tool(name: str) -> Reply:
     return Reply(str({"error": repr(name)}), error=True)
 
 
+_SENT: dict[int, tuple[weakref.ref, np.ndarray]] = {}  # id -> (the image, what the model is shown of it)
+
+
+def as_sent(image: np.ndarray) -> np.ndarray:
+    """An image as the model receives it from the scripts (utils.encode_image_to_base64): RGB, JPEG quality 85
+    with `optimize`, decoded. Kept per image while it lives, since every round renders every image again."""
+    known = _SENT.get(id(image))
+    if known is not None and known[0]() is image:
+        return known[1]
+    buffer = io.BytesIO()
+    Image.fromarray(image).convert("RGB").save(buffer, format="JPEG", quality=85, optimize=True)
+    with Image.open(buffer) as decoded:
+        sent = np.asarray(decoded.convert("RGB"))
+    for key in [k for k, (ref, _) in _SENT.items() if ref() is None]:
+        del _SENT[key]
+    _SENT[id(image)] = (weakref.ref(image), sent)
+    return sent
+
+
 @dataclass(frozen=True)
 class VtbProtocol(Protocol):
     """The model's own protocol, with FunC_with_tools's messages around it: the current turn's user message is
@@ -242,8 +263,9 @@ class VtbProtocol(Protocol):
         return self.inner.observation_parts(observation)
 
     def render(self, trajectory):
-        return self.inner.render(replace(trajectory, messages=self.wire_messages(trajectory),
-                                         tools=self.wire_tools(trajectory)))
+        prompt = self.inner.render(replace(trajectory, messages=self.wire_messages(trajectory),
+                                           tools=self.wire_tools(trajectory)))
+        return replace(prompt, images=[as_sent(image) for image in prompt.images])
 
     def wire_messages(self, trajectory) -> list[dict]:
         vtb = trajectory.meta.get("visualtoolbench") or {}
@@ -473,10 +495,7 @@ class VisualToolBench(Suite):
             if getattr(config, flag):
                 raise ValueError(f"visualtoolbench has one protocol (the scripts' system prompt 'high' and their six "
                                  f"tools); drop --{flag}")
-        critical = config.critical or "weight"
-        if critical not in scoring.CRITICAL_RULES:
-            raise ValueError(f"--critical must be one of {scoring.CRITICAL_RULES} (weight: a rubric of weight >= 4, "
-                             f"the paper and the reference; flag: the rubric's own critical field), got {critical!r}")
+        critical = config.critical or "weight"  # EvalConfig checked it is one of scoring.CRITICAL_RULES
         tasks, skipped, dataset = data.load(config.data_dir, config.revision)
         judge = None if config.judge_model in (None, NO_JUDGE) else config.judge_model
         web = web_from_config(config, shipped=[WEB_REPLAY] if WEB_REPLAY.is_file() else [])

@@ -68,11 +68,15 @@ def _by_domain(tasks: list[dict], config: dict, judge: str, table: str, metric: 
     for paper in paper_rows(PAPER, table, config.get("model")):
         rows.append([f"paper: {paper['model']}", *(_paper_value(paper["values"].get(key), table)
                                                    for key in ("overall", *(f"{t}_{c.lower()}" for t, c in columns)))])
-    rows.append(["tasks", len(tasks), *(sum(_turn(r) == t and _domain_column(r) == c for r in tasks)
-                                        for t, c in columns)])
+    rows.append(["tasks", len(_ids(tasks)), *(len(_ids([r for r in tasks if _turn(r) == t and _domain_column(r) == c]))
+                                              for t, c in columns)])
     header = ["", "Overall", *(f"{name} {column}" for turn, name in TURNCASES for column in DOMAINS)]
     return "\n".join([f"## VisualToolBench {table}: {metric} per domain (judge: {judge})", "",
                       *table_lines(header, rows), "", _notes(tasks, judge)])
+
+
+def _ids(records: list[dict]) -> set:
+    return {r.get("id") for r in records}  # a task run with and without tools is one task
 
 
 def _paper_value(value, table: str) -> str | None:
@@ -91,7 +95,8 @@ def _notes(tasks: list[dict], judge: str) -> str:
     return (f"Judge: {judge}. Scoring: {', '.join(scorings) or '-'}; critical rubrics: "
             f"{', '.join(critical.get(r, r) for r in rules) or '-'}. APR = share of tasks whose critical rubrics are "
             "all met; ARS = mean of met weight / total weight. "
-            f"{unscored} task(s) unscored (counted as failed, score 0), {unjudged} rubric verdict(s) unjudged."
+            f"{unscored} of {len(tasks)} episode(s) unscored (counted as failed, score 0), {unjudged} rubric "
+            "verdict(s) unjudged."
             + (f" Tasks outside the paper's domains (in Overall only): {', '.join(others)}." if others else ""))
 
 

@@ -246,7 +246,10 @@ def test_tables_render_in_the_paper_layout():
     assert all("judge: o4-mini" in section for section in out)
     assert "| this run | 50.00 | 100.00 | - | 100.00 | 0.00 | - | - | 0.00 | - | - | - |" in out[0]
     assert "| paper: o4-mini | 11.21 |" in out[0]
-    assert "1 task(s) unscored" in out[0]
+    assert "1 of 4 episode(s) unscored" in out[0]
+    assert "| tasks | 4 | 1 | 0 | 1 | 1 | 0 | 0 | 1 | 0 | 0 | 0 |" in out[0]
+    both = tables.tables(_records() + [{**r, "mode": "no_tools"} for r in _records()], {"model": "o4-mini"})
+    assert "| tasks | 4 | 1 | 0 | 1 | 1 |" in both[0]  # a task run with and without tools counts once
     assert "| this run | 6 | 0.6667 | 0.6667 | 1.00 | 1.0000 | 1.0000 | 3.00 |" in out[2]
     assert "| paper: o4-mini | 5337 | 0.8159 |" in out[2]
     assert "region_switch" in text

@@ -255,6 +255,21 @@ def test_the_model_sees_the_reference_messages():
     assert len(prompt.images) == 2  # the current turn's image and the tool's
 
 
+def test_images_reach_the_model_as_the_scripts_send_them():
+    """encode_image_to_base64: RGB, JPEG quality 85, optimize; the tools still read the task's own pixels."""
+    noisy = np.random.default_rng(0).integers(0, 256, (24, 40, 3), dtype=np.uint8)
+    suite = VisualToolBench([], [], "fixture", "official", None)
+    protocol = suite.profile(suite_profile()).protocol
+    trajectory = _trajectory({"golden_answers": ["g1", "g2"], "history": "golden", "turns": [], "turn_count": 2})
+    trajectory.images[1] = noisy
+    sent = protocol.render(trajectory).images[0]
+    buffer = io.BytesIO()
+    Image.fromarray(noisy).save(buffer, format="JPEG", quality=85, optimize=True)
+    np.testing.assert_array_equal(sent, np.asarray(Image.open(buffer).convert("RGB")))
+    assert not np.array_equal(sent, noisy) and protocol.render(trajectory).images[0] is sent  # encoded once
+    assert protocol.render(trajectory).images[1].shape == (8, 8, 3)  # the tool's image, encoded the same way
+
+
 def suite_profile():
     from runtime.profiles import get_profile
 
