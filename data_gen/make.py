@@ -1,6 +1,7 @@
 """Generate audited samples and export them as Hugging Face datasets.
 
     python data_gen/make.py pilot --out data/pilot            # TIR-Bench's pilot: rotated OCR, direct + agentic
+    python data_gen/make.py pilot --render aligned --n 2000 --n-test 500 --out data/pilot-toy   # for toy models
     python data_gen/make.py sft --task rotated_ocr --n 1000 --out data/rot --option angles=any
     python data_gen/make.py rl --task word_search --n 5000 --difficulty hard --out data/ws-rl
     python data_gen/make.py push data/pilot/agentic user/rotated-ocr-agentic   # to the Hub (HF_TOKEN)
@@ -8,6 +9,8 @@
 
 Every sample is generated from its seed, its reference calls are replayed through the tools and
 audited, and a sample that fails the audit stops the run with its id (a generator bug, not noise).
+Each SFT export folder also holds `generation.json`, the generation config (task, options, seeds), which
+train/sft.py copies into its run record so an evaluation can draw held-out tasks the same way.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ from data_gen.rl import TRL_COLUMNS, TRL_FEATURES, VERL_COLUMNS, VERL_FEATURES, 
 from data_gen.sample import audit  # noqa: E402
 from data_gen.sft import FORMS, agentic_row, direct_row  # noqa: E402
 from data_gen.tasks import get_task  # noqa: E402
+from data_gen.tasks.rotated_ocr import RENDERS  # noqa: E402
 from runtime import cli  # noqa: E402
 from runtime.trajectory import image_key  # noqa: E402
 
 PILOT_SIZES = (1000, 5000, 10000, 15000)
 DIFFICULTIES = ("easy", "medium", "hard")
 TEST_SEED_OFFSET = 10_000_000  # test seeds never overlap training seeds
+GENERATION_FILE = "generation.json"
 
 
 def sft_rows(job: tuple) -> dict[str, dict]:
@@ -98,9 +103,10 @@ def build(task: str, n: int, n_test: int, out: Path, difficulty: str, options: d
               "test_seed_offset": TEST_SEED_OFFSET, "forms": list(forms),
               "subsets": "the first N rows of train are the N-sample subset (seeds seed..seed+N-1)"}
     for form in forms:
-        splits = {split: to_dataset(rows[form] for rows in split_rows)
-                  for split, split_rows in (("train", train), ("test", test)) if split_rows}  # --n-test 0: no test split
+        splits = {split: to_dataset(rows[form] for rows in split_rows)  # --n-test 0: no test split
+                  for split, split_rows in (("train", train), ("test", test)) if split_rows}
         export(splits, out / form, config, f"{name} ({form})")
+        (out / form / GENERATION_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return {"samples": n + n_test, "generate_s": generated, "total_s": time.perf_counter() - started}
 
 
@@ -123,6 +129,9 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     pilot = sub.add_parser("pilot", help="TIR-Bench's pilot: rotated OCR, 15k train (1k/5k/10k prefixes) + test")
     pilot.add_argument("--n", type=int, default=max(PILOT_SIZES))
+    pilot.add_argument("--render", default="realistic", choices=RENDERS,
+                       help="realistic (real models) or aligned: one word on the token grid of a toy model trained "
+                            "from scratch (runtime.tiny_model.build_toy_model); see data_gen/tasks/rotated_ocr.py")
     sft = sub.add_parser("sft", help="SFT data for one task")
     sft.add_argument("--task", required=True)
     sft.add_argument("--n", type=int, required=True)
@@ -174,8 +183,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{result['samples']:,} RL prompts audited and exported to {args.out} in {result['total_s']:.1f} s")
         return
     if args.command == "pilot":
-        result = build("rotated_ocr", args.n, args.n_test, args.out, "medium", {"angles": "quarter"}, args.workers,
-                       FORMS, "tirlab rotated-OCR pilot", args.seed)
+        result = build("rotated_ocr", args.n, args.n_test, args.out, "medium",
+                       {"angles": "quarter", "render": args.render}, args.workers, FORMS,
+                       "tirlab rotated-OCR pilot" + ("" if args.render == "realistic" else f" ({args.render})"),
+                       args.seed)
     else:
         result = build(args.task, args.n, args.n_test, args.out, args.difficulty, options, args.workers,
                        tuple(args.forms), f"tirlab {args.task}", args.seed)

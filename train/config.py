@@ -33,6 +33,8 @@ class ToolSFTConfig(SFTConfig):
         "help": "Longest example in tokens. Text after the last image may be cut; an example whose image tokens "
                 "reach past it is an error, never silently truncated."})
     bf16: bool | None = field(default=None, metadata={"help": "bf16 mixed precision; default: on where the GPU can."})
+    # set by train/sft.py, not a flag: the toy model spec (toy:KIND) a run from scratch started with
+    from_scratch: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
         if self.mode not in MODES:

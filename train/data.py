@@ -43,6 +43,16 @@ def load_sft_dataset(name: str, mode: str, split: str = "train", config: str | N
     return dataset
 
 
+def generation_config(name: str, mode: str) -> dict | None:
+    """The generation config a data_gen export keeps beside its rows (`generation.json`: task, options, seeds),
+    None for other datasets."""
+    for folder in (Path(name) / mode, Path(name)):
+        path = folder / "generation.json"
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+    return None
+
+
 def _load(name: str, config: str | None, split: str) -> datasets.Dataset:
     saved = Path(name) / "hf"
     if config is None and (saved / "dataset_dict.json").is_file():  # a data_gen export's memory-mapped copy

@@ -6,6 +6,13 @@ The upright text is rendered with a seeded font, size and words; the image is ro
 rotate(degree) on the original with the clockwise degree that restores it (360 - angle), and the audit
 checks that the restored image is the upright render: pixel-exact for quarter turns, and for other
 angles the text's pixels are back in place within a pixel (two resamplings blur them).
+
+`render="realistic"` (the default, for real models) draws `difficulty`'s words in a seeded font, size and
+colours. `render="aligned"` is learnable data for tiny models trained from scratch: one lower-case word of 3
+to 6 letters, at every difficulty, in a monospace font with one letter per 16-px column of a 32 x 96 canvas
+(data_gen.text.render_aligned), the columns a vision model with 8-px patches merged 2 x 2 turns into image
+tokens. Its words leave out the prompt's own words, which the toy tokenizer spells as whole tokens
+(runtime.tiny_model.toy_words), so every answer letter is one token.
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ import cv2
 import numpy as np
 
 from data_gen.sample import AuditError, Sample, require_choice
-from data_gen.text import fonts, render_lines, words
+from data_gen.text import ALIGNED_SIZE, aligned_font, aligned_words, fonts, render_aligned, render_lines, words
+from runtime.tiny_model import toy_words
 from tools.executor import Executor, ToolCall
 
 NAME = "rotated_ocr"
@@ -25,22 +33,32 @@ SCORER = "text_match"  # eval.scorers
 QUARTERS = ((90, 0.25), (180, 0.5), (270, 0.25))
 WORDS_PER_LINE = {"easy": (1, 1), "medium": (2, 3), "hard": (3, 5)}
 LINES = {"easy": 1, "medium": 1, "hard": 2}
+RENDERS = ("realistic", "aligned")
+ALIGNED_INK, ALIGNED_PAPER = (20, 20, 20), (255, 255, 255)
 MIN_INK_AGREEMENT = 0.9  # share of text pixels back in place (within a pixel) after two resamplings
 _EXECUTOR = Executor(device="opencv")
 
 
-def generate(seed: int, difficulty: str = "medium", angles: str = "quarter") -> Sample:
+def generate(seed: int, difficulty: str = "medium", angles: str = "quarter", render: str = "realistic") -> Sample:
     require_choice("difficulty", difficulty, WORDS_PER_LINE)
+    require_choice("render", render, RENDERS)
     if angles not in ("quarter", "any"):
         raise ValueError(f"angles must be 'quarter' or 'any', got {angles!r}")
-    rng = random.Random(f"{NAME}:{seed}:{difficulty}:{angles}")
-    low, high = WORDS_PER_LINE[difficulty]
-    lines = [" ".join(rng.choice(words()) for _ in range(rng.randint(low, high))) for _ in range(LINES[difficulty])]
-    font = rng.choice(fonts())
-    size = rng.randint(24, 44)
-    ink = tuple(rng.randint(0, 80) for _ in range(3))
-    paper = tuple(rng.randint(215, 255) for _ in range(3))
-    upright = render_lines(lines, font, size, ink, paper)
+    if render == "aligned":
+        rng = random.Random(f"{NAME}:{seed}:{difficulty}:{angles}:{render}")
+        lines = [rng.choice(aligned_words(toy_words()))]
+        font, size, ink, paper = aligned_font(), ALIGNED_SIZE, ALIGNED_INK, ALIGNED_PAPER
+        upright = render_aligned(lines[0], ink, paper)
+    else:  # the realistic draws keep their seeds' random stream (and so their samples) from before `render`
+        rng = random.Random(f"{NAME}:{seed}:{difficulty}:{angles}")
+        low, high = WORDS_PER_LINE[difficulty]
+        lines = [" ".join(rng.choice(words()) for _ in range(rng.randint(low, high)))
+                 for _ in range(LINES[difficulty])]
+        font = rng.choice(fonts())
+        size = rng.randint(24, 44)
+        ink = tuple(rng.randint(0, 80) for _ in range(3))
+        paper = tuple(rng.randint(215, 255) for _ in range(3))
+        upright = render_lines(lines, font, size, ink, paper)
     if angles == "quarter":
         angle = rng.choices([a for a, _ in QUARTERS], weights=[p for _, p in QUARTERS])[0]
     else:
@@ -48,11 +66,14 @@ def generate(seed: int, difficulty: str = "medium", angles: str = "quarter") -> 
     (rotated,) = _EXECUTOR.run([ToolCall("rotate", upright, {"angle": angle, "direction": "clockwise",
                                                               "expand": True, "fill": list(paper)})])
     restore = (360 - angle) % 360
+    prefix = NAME if render == "realistic" else f"{NAME}-{render}"
     return Sample(
-        task=NAME, id=f"{NAME}-{difficulty}-{angles}-{seed}", image=rotated.image, question=QUESTION,
-        answer="\n".join(lines), scorer=SCORER, toolset="tir_rotate", calls=({"name": "rotate", "arguments": {"degree": restore}},),
+        task=NAME, id=f"{prefix}-{difficulty}-{angles}-{seed}", image=rotated.image, question=QUESTION,
+        answer="\n".join(lines), scorer=SCORER, toolset="tir_rotate",
+        calls=({"name": "rotate", "arguments": {"degree": restore}},),
         evidence={"upright": upright},
-        meta={"seed": seed, "difficulty": difficulty, "angle": angle, "font": font.name, "size": size},
+        meta={"seed": seed, "difficulty": difficulty, "angle": angle, "font": font.name, "size": size,
+              "render": render},
     )
 
 
@@ -65,7 +86,8 @@ def check(sample: Sample, workspace: list[np.ndarray], reports: list[dict]) -> N
     h, w = upright.shape[:2]
     top, left = (restored.shape[0] - h) // 2, (restored.shape[1] - w) // 2
     if top < 1 or left < 1:
-        raise AuditError(f"{sample.id}: the restored image {restored.shape} is smaller than the upright {upright.shape}")
+        raise AuditError(f"{sample.id}: the restored image {restored.shape} is smaller than the upright "
+                         f"{upright.shape}")
     score = max(_ink_agreement(upright, restored[top + dy:top + dy + h, left + dx:left + dx + w])
                 for dy in (-1, 0, 1) for dx in (-1, 0, 1))  # the canvases may centre half a pixel apart
     if score < MIN_INK_AGREEMENT:

@@ -229,3 +229,36 @@ def test_a_logger_without_its_package_is_named_before_training(logger):
     else:
         check_loggers([logger])
     check_loggers("none")
+
+
+@pytest.fixture(scope="module")
+def aligned_pilot(tmp_path_factory):
+    out = tmp_path_factory.mktemp("aligned_pilot")
+    make_data(["pilot", "--render", "aligned", "--n", "32", "--n-test", "4", "--out", str(out), "--workers", "1"])
+    return out
+
+
+@pytest.mark.parametrize("mode", ["agentic", "direct"])
+def test_a_toy_model_trains_from_scratch(aligned_pilot, tmp_path, mode):
+    state = _run(aligned_pilot, "toy:qwen2_5_vl", tmp_path, mode, "--max_steps", "8", "--save_steps", "8",
+                 "--save_strategy", "steps", "--per_device_train_batch_size", "8", "--warmup_steps", "2",
+                 "--dataloader_num_workers", "0")
+    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    assert len(losses) == 8 and losses[-1] < losses[0] - 0.5
+    record = json.loads((tmp_path / "tirlab_sft.json").read_text())
+    assert record["from_scratch"] == "toy:qwen2_5_vl" and record["model_name_or_path"] == str(tmp_path / "init")
+    assert (tmp_path / "init" / "config.json").is_file() and (tmp_path / "model.safetensors").is_file()
+    assert record["eval_tasks"] == ["rotated_ocr:angles=quarter,render=aligned"]
+    assert record["generation"]["options"]["render"] == "aligned"
+    assert (record["global_step"], record["max_steps"], record["seed"]) == (8, 8, 0)
+    # every example's tokens, image tokens included, padding not: 8 steps of 8 rows
+    encoder = SFTEncoder(_processor(tmp_path))
+    rows = load_sft_dataset(str(aligned_pilot), mode)
+    lengths = [len(encoder(row)["input_ids"]) for row in rows]
+    assert record["train_tokens"] == 2 * sum(lengths)  # 64 rows seen: every row twice
+    assert record["total_flos"] > 0
+
+
+def test_an_unknown_toy_kind_is_named(aligned_pilot, tmp_path):
+    with pytest.raises(ValueError, match="toy models are toy:qwen2_5_vl, toy:qwen3_vl"):
+        _run(aligned_pilot, "toy:llava", tmp_path, "direct", "--max_steps", "1")
