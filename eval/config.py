@@ -9,6 +9,12 @@ from pathlib import Path
 
 GPU_DEFAULT_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 SMOKE_MODEL = "tiny-random-qwen2.5-vl"  # built locally by runtime.tiny_model: random weights, CPU smoke runs
+# The embedded default without a GPU: two toy Qwen2.5-VL models (about 0.9M parameters) trained from scratch on
+# a CPU by recipes/pilot_rotated_ocr/toy_cpu (its README: the command that reproduces them and their hashes),
+# one with the rotate tool (agentic) and one without (direct), on held-out rotated OCR.
+TOY_MODELS = "toy-rotated-ocr"
+TOY_CHECKPOINTS = Path(__file__).resolve().parents[1] / "recipes" / "pilot_rotated_ocr" / "toy_cpu" / "checkpoints"
+TOY_TASK = "rotated_ocr:angles=quarter,render=aligned"  # the task spec they were trained on (held-out seeds)
 BACKENDS = ("vllm", "openai", "hf", "reference")
 SUITES = ("synthetic", "tir_bench", "vtc_bench", "visualtoolbench", "agentic_mme")
 SCORING = ("official", "strict")
@@ -23,9 +29,10 @@ def _help(text: str, **kwargs):
 
 @dataclass
 class EvalConfig:
-    model: str | None = _help(f"Hub name or local checkpoint. Default: {GPU_DEFAULT_MODEL} on a GPU machine, "
-                              f"else '{SMOKE_MODEL}', a tiny random-weight model built locally (a smoke test).",
-                              default=None)
+    model: str | None = _help(f"Hub name or local checkpoint. Default: {GPU_DEFAULT_MODEL} on a GPU machine. "
+                              "Without one: the synthetic suite evaluates the shipped toy models (agentic with "
+                              "tools, direct without) on held-out rotated OCR; another suite runs a smoke test of "
+                              f"'{SMOKE_MODEL}', a tiny random-weight model built locally.", default=None)
     preset: str | None = _help("Model preset (eval/presets.py): qwen2.5-vl, qwen3-vl, deepeyes, thyme, generic, "
                                "openai. Default: from the model's name or config.", default=None)
     backend: str = _help(f"One of {BACKENDS}: vLLM in this process, an OpenAI-compatible server, HF generate, or "

@@ -7,11 +7,13 @@
     python eval/run_vllm.py report RUN_DIR [OTHER_RUN_DIR ...]              # (re)write a report
     python eval/run_vllm.py rejudge RUN_DIR --judge_model M [--out NEW_DIR]  # judge a run again, model not rerun
 
-Without --model, a GPU machine evaluates Qwen/Qwen2.5-VL-7B-Instruct; a machine without one builds a tiny
-random-weight model and runs a small smoke evaluation through the real vLLM CPU engine. Every flag is a
-field of `eval.config.EvalConfig` (`--help` lists them). A setting, file or model that cannot work is a message
-and exit status 2 (`--debug` adds the traceback). The engines and every other process a run starts end with it,
-however it ends (runtime/lifecycle.py).
+Without --model, a GPU machine evaluates Qwen/Qwen2.5-VL-7B-Instruct. A machine without one evaluates the two
+shipped toy models through the real vLLM CPU engine on held-out rotated OCR, in one report: the agentic one
+calls `rotate` by itself and reads the restored image, the direct one answers without tools. With another
+--suite it builds a tiny random-weight model and runs a smoke evaluation (scripted tool calls, noise answers).
+Every flag is a field of `eval.config.EvalConfig` (`--help` lists them). A setting, file or model that cannot
+work is a message and exit status 2 (`--debug` adds the traceback). The engines and every other process a run
+starts end with it, however it ends (runtime/lifecycle.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from dataclasses import MISSING, fields, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from eval.backends import Sampling  # noqa: E402
-from eval.config import GPU_DEFAULT_MODEL, NO_JUDGE, SMOKE_MODEL, SUITES, EvalConfig, smoke_model_dir  # noqa: E402
+from eval.config import (GPU_DEFAULT_MODEL, NO_JUDGE, SMOKE_MODEL, SUITES, TOY_CHECKPOINTS, TOY_MODELS,  # noqa: E402
+                         TOY_TASK, EvalConfig, smoke_model_dir)
 from eval.forcing import ForcedReplies  # noqa: E402
 from eval.loop import EvalLoop, Finished  # noqa: E402
 from eval.presets import get_preset, preset_for  # noqa: E402
@@ -53,6 +56,13 @@ SMOKE_SUITES = {  # what a smoke run of each suite needs besides: a small synthe
     "visualtoolbench": dict(judge_model="same", max_model_len=16384),
     "agentic_mme": dict(judge_model="same", max_model_len=16384),
 }
+TOY_DEFAULTS = dict(preset="qwen2.5-vl", tasks=[TOY_TASK], per_task=100, max_tokens=64, max_images=4, max_pixels=0,
+                    max_model_len=4096, dtype="float32", max_active=64)
+TOY_FORMS = {"agentic": "on", "direct": "none"}  # shipped checkpoint -> --tools
+TOY_BANNER = ("No --model and no GPU: evaluating the shipped toy models (toy Qwen2.5-VL, about 0.9M parameters, "
+              "trained from scratch on a CPU by recipes/pilot_rotated_ocr/toy_cpu) on held-out rotated OCR through "
+              "the vLLM CPU engine, greedy: the agentic model with the rotate tool (its calls are its own), the "
+              "direct model without tools.")
 SMOKE_BANNER = (f"No --model and no GPU: evaluating '{SMOKE_MODEL}', a tiny RANDOM-WEIGHT model, on a small suite "
                 "through the vLLM CPU engine. Its tool calls are scripted by the harness and its answers are "
                 "noise: this run checks the pipeline, not a model.")
@@ -73,7 +83,8 @@ def _main(argv: list[str]) -> int:
         config = parse(argv[2:])
         rejudge(argv[1], {k: getattr(config, k) for k in config.explicit})
         return 0
-    evaluate(resolve(parse(argv)))
+    config = resolve(parse(argv))
+    evaluate_toy_models(config) if config.model == TOY_MODELS else evaluate(config)
     return 0
 
 
@@ -109,6 +120,9 @@ def resolve(config: EvalConfig) -> EvalConfig:
     if config.model is None:
         if _has_gpu():
             config = replace(config, model=GPU_DEFAULT_MODEL)
+        elif config.suite == "synthetic":
+            config = replace(config, model=TOY_MODELS, **{k: v for k, v in TOY_DEFAULTS.items() if k not in explicit})
+            explicit = explicit | set(TOY_DEFAULTS)
         else:
             smoke = {**SMOKE_DEFAULTS, **SMOKE_SUITES.get(config.suite, {})}
             config = replace(config, model=SMOKE_MODEL, **{k: v for k, v in smoke.items() if k not in explicit})
@@ -351,6 +365,42 @@ def rejudge(source: str | Path, settings: dict, backend=None) -> list[dict]:
     print(f"report: {run.path / 'report.md'}")
     _print_headline(summary)
     return run.records()
+
+
+def evaluate_toy_models(config: EvalConfig) -> dict:
+    """The embedded default without a GPU: each shipped toy model on the same held-out tasks, the agentic one
+    with tools and the direct one without, each in its own run under `config.out`, then one report of both
+    there (its modes: tools = the agentic model, no_tools = the direct one). Returns that report's summary."""
+    print(TOY_BANNER, flush=True)
+    records = []
+    for form, tools in TOY_FORMS.items():
+        part = replace(config, model=str(TOY_CHECKPOINTS / form), tools=tools, out=str(Path(config.out) / form))
+        part.explicit = config.explicit | {"model", "tools", "out"}
+        evaluate(part)
+        records += RunDir(part.out).records()
+    saved = dict(config.to_dict(), tools="on (agentic model), none (direct model)",
+                 model=", ".join(f"{form}: {TOY_CHECKPOINTS / form}" for form in TOY_FORMS))
+    summary = write_report(Path(config.out), records, saved)
+    report = Path(config.out) / "report.md"
+    report.write_text(report.read_text(encoding="utf-8") + _toy_examples(records), encoding="utf-8")
+    print(f"report (both models): {report}")
+    _print_headline(summary)
+    return summary
+
+
+def _toy_examples(records: list[dict], count: int = 8) -> str:
+    """The first episodes of both toy models side by side: the agentic model's own calls and answers."""
+    direct = {r["id"]: r for r in records if r["mode"] == "no_tools"}
+    lines = ["", "## Episodes, side by side", "", "| task | truth | agentic: its calls | agentic: answer | "
+             "direct: answer |", "|---|---|---|---|---|"]
+    for record in [r for r in records if r["mode"] == "tools"][:count]:
+        calls = [f"{call['function']['name']}({call['function']['arguments']})".replace("|", "\\|")
+                 for m in record["trajectory"]["messages"] for call in m.get("tool_calls") or []]
+        other = direct.get(record["id"], {})
+        lines.append(f"| {record['id']} | {record['truth']} | {'; '.join(calls) or '(none)'} | "
+                     f"{record['prediction']} {'✓' if record['score'] else '✗'} | "
+                     f"{other.get('prediction', '-')} {'✓' if other.get('score') else '✗'} |")
+    return "\n".join(lines) + "\n"
 
 
 def _shard(tasks: list[Task], index: int, count: int) -> list[Task]:

@@ -9,8 +9,9 @@ back with `AutoProcessor.from_pretrained` / `from_pretrained`, as a real checkpo
   it answers noise and exists to run pipelines end to end.
 - `build_toy_model`: a model to train from scratch on a CPU (`train/sft.py --model_name_or_path
   toy:qwen2_5_vl`), about 0.9M parameters (Qwen2.5-VL) at the default `ToySize`. Its tokenizer spells every
-  letter outside the prompt's own words as one token (`toy_tokenizer`), and its 8-px patches, merged 2 x 2,
-  see a 32 x 96 image as 2 x 6 = 12 image tokens: one token column per letter of data_gen's aligned rendering.
+  letter outside the prompt's own words as one token and the tool prompt as one (`toy_tokenizer`); its 8-px
+  patches, merged 2 x 2, see a 32 x 96 image as 2 x 6 = 12 image tokens: one token column per letter of
+  data_gen's aligned rendering.
 
     processor = build_processor("qwen3_vl", tmp_dir)
     processor.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
@@ -139,9 +140,10 @@ def _toy_pre_tokenizer():
 
 
 def toy_tokenizer():
-    """A byte-level BPE of about 540 tokens with Qwen's special and added tokens: each of the toy corpus's
-    words (with the space before it) and punctuation runs is one token, every other letter is one token."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    """A byte-level BPE of about 540 tokens with Qwen's special and added tokens: the toy tool prompt is one
+    token, each of the toy corpus's words (with the space before it) and punctuation runs is one token, every
+    other letter is one token."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())
@@ -152,7 +154,11 @@ def toy_tokenizer():
     tokenizer.train_from_iterator(toy_corpus() * 4, trainer=trainer)
     model = json.loads(tokenizer.to_str())["model"]
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in model["merges"]]
-    backend = _qwen_tokenizer(model["vocab"], merges).backend_tokenizer
+    qwen = _qwen_tokenizer(model["vocab"], merges)
+    # the tool prompt, identical in every agentic sample, as one token: the fixed text then costs the toy what
+    # a cached prefix costs a served model, and training and compute go to what differs between samples
+    qwen.add_tokens([AddedToken(toy_corpus()[0], special=False, normalized=False)])
+    backend = qwen.backend_tokenizer
     backend.pre_tokenizer = _toy_pre_tokenizer()
     # saved as a plain tokenizers backend: loaded as a Qwen2Tokenizer it would get Qwen's pre-tokenizer back
     return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>",
@@ -227,6 +233,22 @@ class ToySize:
     heads: int = 4  # of 32 each: the smallest head size vLLM's CPU attention supports
     mlp: int = 384
     max_image_tokens: int = 12  # the image processor's max_pixels, in merged tokens: 32 x 96 is 2 x 6
+    # Reading a word means attending from the k-th answer letter to image column k, and image tokens differ
+    # only in their mrope (t, h, w) positions (Qwen2.5-VL's vision tower has no absolute positions). Qwen's
+    # rope_theta of 10,000 gives the h and w sections rotations of under 0.1 rad per token, too little to tell
+    # neighbouring columns apart: at 10,000, 1,000 steps learned the rotation and not one letter. At 10 the
+    # w section turns 0.12-0.56 rad per column and reading set in after about 450 steps; at 3 (0.36-0.76 rad)
+    # after 150-250 (seed 0, batch 32, lr 3e-3).
+    rope_theta: float = 3.0
+    # (t, h, w) frequency pairs, head_dim / 2 in all. Qwen2.5-VL's sections are contiguous, highest frequencies
+    # first, so w gets the most pairs to reach fast ones; Qwen3-VL interleaves them (None: Qwen's 4, 6, 6).
+    mrope_section: tuple[int, int, int] | None = None
+
+    def sections(self, kind: str) -> tuple[int, int, int] | None:
+        pairs = self.hidden // self.heads // 2
+        if self.mrope_section and sum(self.mrope_section) != pairs:
+            raise ValueError(f"toy size: mrope_section {self.mrope_section} must sum to head_dim / 2 = {pairs}")
+        return self.mrope_section or ((2, 2, pairs - 4) if kind == "qwen2_5_vl" else None)
 
 
 def build_toy_model(kind: str, directory, seed: int = 0, size: ToySize = ToySize()) -> Path:
@@ -251,10 +273,11 @@ def build_toy_model(kind: str, directory, seed: int = 0, size: ToySize = ToySize
     readme = (f"# toy {kind} (tirlab), trained from scratch\n\nInitialised by `runtime.tiny_model.build_toy_model` "
               f"with seed {seed} and sizes {asdict(size)}: {len(processor.tokenizer)} tokens, every letter outside "
               "the prompt's own words one token; a 32 x 96 image is 12 image tokens.\n")
-    return _save_model(kind, directory, processor, text, vision, seed, readme)
+    return _save_model(kind, directory, processor, text, vision, seed, readme, size.rope_theta, size.sections(kind))
 
 
-def _save_model(kind: str, directory, processor, text: dict, vision: dict, seed: int, readme: str) -> Path:
+def _save_model(kind: str, directory, processor, text: dict, vision: dict, seed: int, readme: str,
+                rope_theta: float = 10000.0, mrope_section: tuple[int, int, int] | None = None) -> Path:
     import torch
     import transformers
 
@@ -265,10 +288,11 @@ def _save_model(kind: str, directory, processor, text: dict, vision: dict, seed:
         ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>"))}
     eos, pad = tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")
     head_dim = text["hidden_size"] // text["num_attention_heads"]
-    sections = [head_dim // 8, 3 * head_dim // 16, 3 * head_dim // 16]  # mrope (t, h, w), summing to head_dim / 2
+    # mrope (t, h, w) frequency pairs, summing to head_dim / 2
+    sections = list(mrope_section or (head_dim // 8, 3 * head_dim // 16, 3 * head_dim // 16))
     text = dict(text, vocab_size=len(tokenizer), max_position_embeddings=32768, eos_token_id=eos, bos_token_id=None,
                 pad_token_id=pad, tie_word_embeddings=True,
-                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": sections})
+                rope_parameters={"rope_type": "default", "rope_theta": rope_theta, "mrope_section": sections})
     if kind == "qwen2_5_vl":
         config = transformers.Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
         model_class = transformers.Qwen2_5_VLForConditionalGeneration

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from data_gen.text import aligned_words, render_aligned
-from runtime.tiny_model import ToySize, build_model, build_toy_model, toy_words
+from runtime.tiny_model import ToySize, build_model, build_toy_model, toy_corpus, toy_words
 
 
 @pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen3_vl"])
@@ -29,6 +29,10 @@ def test_toy_model_has_the_toy_size(toy):
     assert (text["hidden_size"], text["num_hidden_layers"], text["num_attention_heads"], text["intermediate_size"]) \
         == (128, 2, 4, 384)
     assert (vision["hidden_size"], vision["depth"], vision["patch_size"], vision["spatial_merge_size"]) == (96, 2, 8, 2)
+    # rope fast enough to tell neighbouring image columns apart (ToySize's comment)
+    assert text["rope_parameters"]["rope_theta"] == 3.0
+    if kind == "qwen2_5_vl":
+        assert text["rope_parameters"]["mrope_section"] == [2, 2, 12]
     parameters = sum(p.numel() for p in model.parameters())
     assert 0.8e6 < parameters < (1.0e6 if kind == "qwen2_5_vl" else 1.2e6), parameters
     assert text["vocab_size"] == len(processor.tokenizer) < 600
@@ -43,8 +47,12 @@ def test_each_letter_of_a_read_word_is_one_token(toy):
         ids = tokenizer(f"<answer>{word}</answer>", add_special_tokens=False)["input_ids"]
         assert [alphabet[letter] for letter in word] == ids[3:3 + len(word)], word
         assert tokenizer.decode(ids) == f"<answer>{word}</answer>"
-    # the prompt's own words are whole tokens: a prompt stays a few hundred tokens long
+    # the prompt's own words are whole tokens, and the tool prompt, the same in every agentic sample, is one
     assert len(tokenizer(" function", add_special_tokens=False)["input_ids"]) == 1
+    tool_prompt = toy_corpus()[0]
+    assert tool_prompt.startswith("# Tools") and "rotate" in tool_prompt
+    ids = tokenizer(f"x{tool_prompt}y", add_special_tokens=False)["input_ids"]
+    assert len(ids) == 3 and tokenizer.decode(ids) == f"x{tool_prompt}y"
     for token in ("<|im_start|>", "<|image_pad|>", "<tool_call>", "</tool_call>"):
         assert len(tokenizer(token, add_special_tokens=False)["input_ids"]) == 1
 

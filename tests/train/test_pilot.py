@@ -320,7 +320,8 @@ def test_the_toy_recipes_are_the_issues_settings(mode):
     script_args, training_args, model_args = parse(["--config", str(TOY / f"{mode}.yaml")])
     assert training_args.mode == mode and model_args.model_name_or_path == "toy:qwen2_5_vl"
     assert training_args.per_device_train_batch_size == 32 and training_args.gradient_accumulation_steps == 1
-    assert training_args.learning_rate == 3e-3 and training_args.lr_scheduler_type == "cosine"
+    assert training_args.learning_rate == 3e-3 and training_args.lr_scheduler_type == "warmup_stable_decay"
+    assert training_args.lr_scheduler_kwargs == {"num_decay_steps": 100}
     assert 0 < training_args.warmup_steps < 1 and training_args.optim.startswith("adamw")
     assert model_args.dtype == "float32" and training_args.use_cpu and not training_args.bf16
     assert training_args.save_strategy == "no" and training_args.report_to == []
@@ -376,7 +377,7 @@ def test_the_sweep_trains_both_arms_then_summarizes(tmp_path):
         assert record["omp"] == "1"  # one thread a run: two runs share the two cores
     summary = commands[-1]
     assert summary[:2] == ["train/pilot.py", str(tmp_path / "sweep" / "runs")]
-    assert summary[summary.index("--jobs") + 1] == "2" and summary[summary.index("--per_task") + 1] == "500"
+    assert summary[summary.index("--jobs") + 1] == "2" and summary[summary.index("--per_task") + 1] == "300"
 
     # again: the data and every finished run are kept, only the summary runs
     log.write_text("")

@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
 HERE=recipes/pilot_rotated_ocr/toy_cpu
-if [ "${QUICK:-0}" = 1 ]; then  # one scale, equal steps only: the agentic-over-direct gap in minutes
+if [ "${QUICK:-0}" = 1 ]; then  # the full sweep's largest scale, equal steps only: the agentic-over-direct gap
     OUT=${OUT:-runs/pilot-toy-quick}
     SCALES=${SCALES:-2000}
     SEEDS=${SEEDS:-0 1 2}
@@ -23,14 +23,14 @@ if [ "${QUICK:-0}" = 1 ]; then  # one scale, equal steps only: the agentic-over-
     COMPUTE_ARM=${COMPUTE_ARM:-0}
 else
     OUT=${OUT:-runs/pilot-toy}
-    SCALES=${SCALES:-500 2000 8000}
+    SCALES=${SCALES:-500 1000 2000}
     SEEDS=${SEEDS:-0 1 2}
-    STEPS=${STEPS:-600}
+    STEPS=${STEPS:-400}
     COMPUTE_ARM=${COMPUTE_ARM:-1}
 fi
 PYTHON=${PYTHON:-.venv/bin/python}
 JOBS=${JOBS:-$(nproc)}
-EVAL_TASKS=${EVAL_TASKS:-500}
+EVAL_TASKS=${EVAL_TASKS:-300}
 largest=$(tr ' ' '\n' <<< "${SCALES}" | sort -n | tail -n 1)
 mkdir -p "${OUT}/logs"
 started=${SECONDS}
