@@ -15,9 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
 HERE=recipes/pilot_rotated_ocr/toy_cpu
-if [ "${QUICK:-0}" = 1 ]; then  # the full sweep's largest scale, equal steps only: the agentic-over-direct gap
+if [ "${QUICK:-0}" = 1 ]; then  # the full sweep's smallest scale, equal steps only: the agentic-over-direct gap
     OUT=${OUT:-runs/pilot-toy-quick}
-    SCALES=${SCALES:-2000}
+    SCALES=${SCALES:-500}
     SEEDS=${SEEDS:-0 1 2}
     STEPS=${STEPS:-400}
     COMPUTE_ARM=${COMPUTE_ARM:-0}
