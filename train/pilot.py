@@ -376,14 +376,6 @@ def draw(summary: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def _pct_interval(stats: dict | None) -> str:
-    if not stats:
-        return "-"
-    if stats["low"] is None:
-        return f"{100 * stats['mean']:.1f}"
-    return f"{100 * stats['mean']:.1f} [{100 * stats['low']:.1f}, {100 * stats['high']:.1f}]"
-
-
 def markdown(summary: dict) -> str:
     cell = {(c["arm"], c["train_samples"], c["mode"]): c for c in summary["cells"]}
     gap = {(g["arm"], g["train_samples"]): g for g in summary["gaps"]}
@@ -438,12 +430,16 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _interval(stats: dict | None) -> str:
+def _interval(stats: dict | None, scale: float = 1.0, digits: int = 3) -> str:
+    """"mean [low, high]" (the mean alone for one seed), times `scale`."""
     if not stats:
         return "-"
-    if stats["low"] is None:
-        return f"{stats['mean']:.3f}"
-    return f"{stats['mean']:.3f} [{stats['low']:.3f}, {stats['high']:.3f}]"
+    mean, low, high = (None if stats[k] is None else f"{scale * stats[k]:.{digits}f}" for k in ("mean", "low", "high"))
+    return mean if low is None else f"{mean} [{low}, {high}]"
+
+
+def _pct_interval(stats: dict | None) -> str:
+    return _interval(stats, scale=100, digits=1)
 
 
 def main(argv: list[str] | None = None) -> dict:
