@@ -16,6 +16,7 @@ from runtime import cli
 ROOT = Path(__file__).resolve().parents[1]
 RUN_VLLM = ["eval/run_vllm.py"]
 SFT = ["train/sft.py", "--output_dir", "{tmp}/out"]
+GRPO = ["train/grpo.py", "--output_dir", "{tmp}/out"]
 PILOT = ["train/pilot.py"]
 MAKE = ["data_gen/make.py"]
 TOOLS = ["-m", "tools"]
@@ -68,6 +69,11 @@ CASES = [  # (program and arguments, what the message says)
      "cannot load split 'train' of dataset"),
     (SFT + ["--model_name_or_path", "{files}/model", "--dataset_name", "nobody/no-such-dataset"],
      "Couldn't reach 'nobody/no-such-dataset' on the Hub"),
+    (GRPO + ["--config", "{files}/unknown.yaml"], "Unknown arguments from config file {files}/unknown.yaml: modle"),
+    (GRPO + ["--tool_call_rate_flor", "0.1"], "unknown option(s) --tool_call_rate_flor (did you mean "
+                                              "--tool_call_rate_floor?)"),
+    (GRPO + ["--model_name_or_path", "{files}/model", "--dataset_name", "{files}/missing", "--toolset",
+             "tir_rotate"], "cannot load split 'train' of dataset"),
     (PILOT + ["{files}/missing"], "is not a directory of SFT runs"),
     (MAKE + ["sft", "--task", "rotated_ocr", "--n", "many", "--out", "{tmp}/data"], "invalid int value: 'many'"),
     (MAKE + [], "the following arguments are required: command"),

@@ -30,7 +30,7 @@ def load_sft_dataset(name: str, mode: str, split: str = "train", config: str | N
     if (Path(name) / mode).is_dir():
         name = str(Path(name) / mode)
     try:
-        dataset = _load(name, config, split)
+        dataset = load_split(name, config, split)
     except (FileNotFoundError, ValueError, ConnectionError) as err:  # missing path/repo, unknown split, offline
         raise ValueError(f"cannot load split {split!r} of dataset {name!r}: {err}. Give a data_gen export "
                          f"(python data_gen/make.py pilot --out data/pilot) or a Hub dataset with `messages` and "
@@ -53,7 +53,9 @@ def generation_config(name: str, mode: str) -> dict | None:
     return None
 
 
-def _load(name: str, config: str | None, split: str) -> datasets.Dataset:
+def load_split(name: str, config: str | None, split: str) -> datasets.Dataset:
+    """One split of a data_gen export (its memory-mapped `hf/` copy when it has one), a local folder or a Hub
+    dataset."""
     saved = Path(name) / "hf"
     if config is None and (saved / "dataset_dict.json").is_file():  # a data_gen export's memory-mapped copy
         splits = datasets.load_from_disk(str(saved))
