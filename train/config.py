@@ -67,9 +67,9 @@ class GRPOScriptArguments(ScriptArguments):
 @dataclass
 class ToolGRPOConfig(GRPOConfig):
     preset: str = field(default="qwen2.5-vl", metadata={
-        "help": "The model's preset, as in eval/run_vllm.py (qwen2.5-vl, qwen3-vl, deepeyes, thyme): its profile "
-                "(protocol, system prompt, box units, code tool) and image size. Rollouts are the episodes the "
-                "evaluation runs."})
+        "help": "The model's preset, as in eval/run_vllm.py (qwen2.5-vl, qwen3-vl, deepeyes): its profile "
+                "(protocol, system prompt, box units) and image size. Rollouts are the episodes the evaluation "
+                "runs. Presets whose replies end on stop strings (thyme's code) are not supported yet."})
     toolset: str | None = field(default=None, metadata={
         "help": "The image tool set the episodes offer (tools/toolsets); default: the profile's own. rotated OCR: "
                 "tir_rotate."})

@@ -98,12 +98,22 @@ def build_trainer(script_args: GRPOScriptArguments, training_args: ToolGRPOConfi
                          f"--toolset tir_rotate for rotated OCR, default for the general tools)")
     if toolset is not None:
         get_toolset(toolset)  # an unknown name fails here, listing the tool sets
+    if not training_args.use_vllm and training_args.world_size > 1:
+        raise ValueError(f"{training_args.world_size} processes: generate with vLLM (--use_vllm, colocate or server); "
+                         f"transformers' generate serves one process")
     cli.check_model(model_args.model_name_or_path, "--model_name_or_path", model_args.model_revision)
     check_loggers(training_args.report_to)
     set_seed(training_args.seed)
     max_pixels = training_args.max_pixels or preset.max_pixels
     processor = AutoProcessor.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision,
                                               **({"max_pixels": max_pixels} if max_pixels else {}))
+    stops = [stop for stop in profile.protocol.stop if stop != processor.tokenizer.eos_token]
+    if stops:
+        raise ValueError(f"preset {preset.name!r}: its replies end on {stops}, and GRPO rollouts need replies that "
+                         f"end at the end-of-turn token {processor.tokenizer.eos_token!r} (presets qwen2.5-vl, "
+                         f"qwen3-vl, deepeyes)")
+    if training_args.use_vllm:
+        check_vllm_images(model_args, processor)
     train_rows = load_rl_dataset(script_args.dataset_name, script_args.dataset_train_split,
                                  script_args.dataset_config, script_args.max_train_samples)
     checkpoint = training_args.resume_from_checkpoint or last_checkpoint(training_args.output_dir)
@@ -126,6 +136,19 @@ def build_trainer(script_args: GRPOScriptArguments, training_args: ToolGRPOConfi
     trainer = ToolGRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=training_args, train_dataset=train_rows,
                               processing_class=processor, peft_config=get_peft_config(model_args), rollouts=rollouts)
     return trainer, checkpoint
+
+
+def check_vllm_images(model_args, processor) -> None:
+    """TRL's vLLM sizes images with the checkpoint's own processor config: it must size them as this run does,
+    or an image's tokens in the sequence and its features in vLLM would differ in number."""
+    from transformers import AutoProcessor
+
+    saved = AutoProcessor.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision)
+    if saved.image_processor.size != processor.image_processor.size:
+        raise ValueError(f"vLLM will size images with {model_args.model_name_or_path}'s processor config "
+                         f"({saved.image_processor.size}), this run with {processor.image_processor.size}: leave "
+                         f"--max_pixels unset, or save the processor with it into the checkpoint (train/sft.py "
+                         f"--max_pixels does)")
 
 
 def main(script_args: GRPOScriptArguments, training_args: ToolGRPOConfig, model_args) -> str:

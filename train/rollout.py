@@ -45,6 +45,7 @@ class TokenRecord:
     env_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     model_end: int = 0  # completion length after the model's last token
+    sampled: bool = True  # the generator reported the sampler's logprobs of every model token
     images_at_model_end: int = 0
 
     @property
@@ -89,7 +90,7 @@ class Tokens:
             raise RolloutError(f"the rendered reply does not end with {self.end_of_turn!r}")
         delta = rest[end + len(self.end_of_turn):]
         if not record.completion_ids or record.completion_ids[-1] != self.end_of_turn_id:
-            delta = self.end_of_turn + delta  # the reply ended on a stop string: the template closes the turn
+            delta = self.end_of_turn + delta  # the reply ended on another end token: the template closes the turn
         shown = len(record.images)
         if len(prompt.images) < shown or any(a is not b and not np.array_equal(a, b)
                                              for a, b in zip(prompt.images, record.images)):
@@ -111,6 +112,7 @@ class Tokens:
         record.completion_ids += ids
         record.env_mask += [1] * len(ids)
         record.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+        record.sampled = record.sampled and logprobs is not None
         record.model_end, record.images_at_model_end = len(record.completion_ids), len(record.images)
 
     def image_tokens(self, ids: list[int]) -> int:
@@ -124,7 +126,8 @@ def pil(image) -> Image.Image:
 @dataclass
 class Generated:
     ids: list[int]
-    logprobs: list[float] | None = None
+    ended: bool  # at an end-of-sequence token; otherwise cut off (token limit, context length)
+    logprobs: list[float] | None = None  # the sampler's, where the generator reports them
 
 
 class HFGenerator:
@@ -165,40 +168,55 @@ class HFGenerator:
         for row, limit in enumerate(limits):
             tokens = output[row, width:].tolist()[:limit]
             ends = [i for i, token in enumerate(tokens) if token in eos]
-            done.append(Generated(tokens[:ends[0] + 1] if ends else tokens))
+            done.append(Generated(tokens[:ends[0] + 1], True) if ends else Generated(tokens, False))
         return done
 
 
 class VLLMGenerator:
-    """Sampling with TRL's vLLM (colocated or a server), weights synced by the trainer at each step. Every process
-    takes part in every round (server mode gathers prompts across processes), idle ones with no prompts."""
+    """Sampling with TRL's vLLM (colocated or a server), weights synced by the trainer at each step. Server mode
+    (and tensor parallelism) gathers every process's prompts and hands each its slice back by position, so every
+    process takes part in every round with as many prompts as the busiest one (padding with one-token fillers)
+    and the same token limit."""
 
     def __init__(self, trainer, suppressed: list[int]):
         self.trainer = trainer
         vllm = trainer.vllm_generation
         vllm.generation_kwargs = {**(vllm.generation_kwargs or {}),
                                   "logit_bias": {token: -100.0 for token in suppressed}}
+        self.filler = ([trainer.processing_class.tokenizer.eos_token_id], [])
 
     def __call__(self, contexts, limits) -> list[Generated]:
-        self._round(len(contexts))
-        vllm = self.trainer.vllm_generation
-        vllm.max_completion_length = max(limits, default=1)
-        images = [[pil(i) for i in row_images] or None for _, row_images in contexts]
-        _, completion_ids, logprobs, _ = vllm.generate(
-            prompts=[ids for ids, _ in contexts], images=images if any(images) else None, num_generations=1)
-        return [Generated(list(ids)[:limit], [lp[0] for lp in token_logprobs][:limit] if logprobs else None)
-                for ids, token_logprobs, limit in zip(completion_ids, logprobs or [[]] * len(completion_ids), limits)]
+        count, limit = self._round(len(contexts), max(limits, default=1))
+        generated = self._generate(contexts + [self.filler] * (count - len(contexts)), limit)
+        eos = set(self.trainer.eos_token_ids)
+        return [Generated(ids[:cap], bool(ids[:cap]) and ids[:cap][-1] in eos, lps[:cap] if lps else None)
+                for (ids, lps), cap in zip(generated[:len(contexts)], limits, strict=True)]
 
     def finish(self) -> None:
         """Keep joining rounds until no process has an episode waiting."""
-        while self._round(0):
-            self.trainer.vllm_generation.generate(prompts=[], images=None, num_generations=1)
+        while True:
+            count, limit = self._round(0, 1)
+            if count == 0:
+                return
+            self._generate([self.filler] * count, limit)
 
-    def _round(self, waiting: int) -> int:
+    def _generate(self, contexts, limit: int) -> list[tuple[list[int], list[float] | None]]:
+        vllm = self.trainer.vllm_generation
+        vllm.max_completion_length = limit
+        images = [[pil(i) for i in row_images] or None for _, row_images in contexts]
+        _, completion_ids, logprobs, _ = vllm.generate(
+            prompts=[ids for ids, _ in contexts], images=images if any(images) else None, num_generations=1)
+        logprobs = logprobs or [None] * len(completion_ids)
+        return [(list(ids), [lp[0] for lp in token_logprobs] if token_logprobs else None)
+                for ids, token_logprobs in zip(completion_ids, logprobs, strict=True)]
+
+    def _round(self, waiting: int, limit: int) -> tuple[int, int]:
+        """The most prompts and the longest token limit of any process this round."""
         accelerator = self.trainer.accelerator
         if accelerator.num_processes == 1:
-            return waiting
-        return int(accelerator.reduce(torch.tensor(waiting, device=accelerator.device), reduction="sum").item())
+            return waiting, limit
+        both = accelerator.reduce(torch.tensor([waiting, limit], device=accelerator.device), reduction="max")
+        return int(both[0]), int(both[1])
 
 
 def task_from_prompt(prompt: list[dict]) -> tuple[str, list]:
@@ -268,15 +286,14 @@ class ToolRollouts:
         for i in set(range(len(waiting))) - set(live):  # no tokens left for a reply
             outputs[i] = {"completion": "", "truncated": True}
         generated = self.generator([contexts[i] for i in live], [limits[i] for i in live]) if live else []
-        for i, sample in zip(live, generated):
+        for i, sample in zip(live, generated, strict=True):
             record = records[id(waiting[i])]
             self.tokens.generated(record, sample.ids, sample.logprobs)
-            ended = bool(sample.ids) and sample.ids[-1] == self.tokens.end_of_turn_id
             text = self.tokens.tokenizer.decode(sample.ids, skip_special_tokens=True)
             stop = min((s for s in prompts[i].stop if s in text), key=text.index, default=None)
             outputs[i] = {"completion": text[:text.index(stop)] if stop else text,
                           "prompt_tokens": len(contexts[i][0]), "completion_tokens": len(sample.ids),
-                          "truncated": not ended and stop is None and len(sample.ids) >= limits[i], "stop": stop}
+                          "truncated": not sample.ended and stop is None, "stop": stop}
         return outputs
 
     def output(self, pairs: list[tuple[Episode, TokenRecord]]) -> dict:
@@ -290,9 +307,11 @@ class ToolRollouts:
             prompt_ids.append(record.prompt_ids)
             completion_ids.append(completion)
             env_mask.append(mask)
-            logprobs.append(record.logprobs[:end] or [0.0])
+            logprobs.append(record.logprobs[:end] or [0.0] if record.sampled else None)
             images.append(record.images[:record.images_at_model_end])
             summaries.append(summary(episode, record, sum(mask)))
+        if any(lps is None for lps in logprobs):
+            logprobs = None  # not the sampler's own: TRL computes what it needs from the model
         return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "env_mask": env_mask,
                 "logprobs": logprobs, "images": images, "episode": summaries}
 

@@ -53,7 +53,7 @@ class Scripted:
         reply = self.replies[min(self.round, len(self.replies) - 1)]
         self.round += 1
         ids = self.tokenizer.encode(reply, add_special_tokens=False) + [self.tokenizer.eos_token_id]
-        return [Generated(ids) for _ in contexts]
+        return [Generated(ids, ended=True) for _ in contexts]
 
 
 class Batches:
@@ -182,6 +182,14 @@ def test_reward_terms_follow_the_scorer_and_deepeyes():
     assert format(None, episodes) == [0.0, 0.0, 0.0, -1.0, 0.0, -1.0]
     assert tool(None, truth, scorers, episodes) == [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]
     assert accuracy(None, ["3.5"], ["numeric(abs=0.1)"], [_episode("about 3.45")]) == [1.0]
+    # a truth the scorer cannot read leaves the episode unscored, as in evaluation, not the run crashed
+    assert accuracy(None, ["not json"], ["json_list"], [_episode("[1]", calls=1)]) == [None]
+    assert tool(None, ["not json"], ["json_list"], [_episode("[1]", calls=1)]) == [None]
+
+
+def test_presets_whose_replies_end_on_stop_strings_are_refused(rl_data, tmp_path):
+    with pytest.raises(ValueError, match="preset 'thyme': its replies end on"):
+        build_trainer(*parse(_args(rl_data, TOY_CHECKPOINTS / "agentic", tmp_path, "--preset", "thyme")))
 
 
 def test_a_collapse_of_tool_use_warns_and_can_stop_training(rl_data, tmp_path):
