@@ -8,8 +8,8 @@
 
 Rollouts (train/rollout.py) run through TRL's `rollout_func`, not its `tools` / `environment_factory` loop: that
 loop parses calls with the tokenizer's response schema (Qwen3-VL's template only) and runs Python functions,
-whereas evaluation runs a model profile's protocol (Hermes, DeepEyes, Thyme's code), our tool sets through the
-batched executor and code in the sandbox. With `rollout_func` the episode a model is trained on is the one
+whereas evaluation runs a model profile's protocol (Hermes in the system prompt, Qwen3-VL's template, DeepEyes'
+prompt) and our tool sets through the batched executor. With `rollout_func` the episode a model is trained on is the one
 eval/run_vllm.py evaluates: `runtime.episode.Episode`, driven by `run_episodes`, its prompts rendered by
 `eval.backends.render_text`, with the same preset, tool set and budgets.
 
@@ -93,7 +93,7 @@ def build_trainer(script_args: GRPOScriptArguments, training_args: ToolGRPOConfi
     preset = get_preset(training_args.preset)
     profile = preset.profile
     toolset = training_args.toolset or profile.toolset
-    if toolset is None and not profile.code_tool:
+    if toolset is None:
         raise ValueError(f"--toolset is required: preset {preset.name!r} brings no tool set of its own (e.g. "
                          f"--toolset tir_rotate for rotated OCR, default for the general tools)")
     if toolset is not None:
@@ -108,10 +108,10 @@ def build_trainer(script_args: GRPOScriptArguments, training_args: ToolGRPOConfi
     processor = AutoProcessor.from_pretrained(model_args.model_name_or_path, revision=model_args.model_revision,
                                               **({"max_pixels": max_pixels} if max_pixels else {}))
     stops = [stop for stop in profile.protocol.stop if stop != processor.tokenizer.eos_token]
-    if stops:
-        raise ValueError(f"preset {preset.name!r}: its replies end on {stops}, and GRPO rollouts need replies that "
-                         f"end at the end-of-turn token {processor.tokenizer.eos_token!r} (presets qwen2.5-vl, "
-                         f"qwen3-vl, deepeyes)")
+    if stops or profile.code_tool:
+        raise ValueError(f"preset {preset.name!r}: its replies end on {stops} (code for the sandbox), and GRPO "
+                         f"rollouts need replies that end at the end-of-turn token "
+                         f"{processor.tokenizer.eos_token!r} (presets qwen2.5-vl, qwen3-vl, deepeyes)")
     if training_args.use_vllm:
         check_vllm_images(model_args, processor)
     train_rows = load_rl_dataset(script_args.dataset_name, script_args.dataset_train_split,
@@ -121,13 +121,7 @@ def build_trainer(script_args: GRPOScriptArguments, training_args: ToolGRPOConfi
     model = AutoModelForImageTextToText.from_pretrained(
         source, revision=None if checkpoint else model_args.model_revision, dtype=torch_dtype(model_args),
         attn_implementation=model_args.attn_implementation)
-    code_tools, sandbox = [], None
-    if profile.code_tool:
-        from runtime.code_tools import get_code_tool
-        from runtime.sandbox import SandboxPool
-
-        code_tools, sandbox = [get_code_tool(profile.code_tool)], SandboxPool()
-    toolbox = ToolBox(toolset, code_tools, sandbox=sandbox)  # as evaluation builds it (eval.loop.toolboxes)
+    toolbox = ToolBox(toolset)  # as evaluation builds it for an image tool set (eval.loop.toolboxes)
     budgets = Budgets(training_args.max_turns, training_args.max_tool_calls, training_args.max_images)
     rollouts = ToolRollouts(processor, profile, toolbox, budgets, max_completion_length=
                             training_args.max_completion_length, max_tokens_per_turn=training_args.max_tokens_per_turn)
@@ -153,15 +147,10 @@ def check_vllm_images(model_args, processor) -> None:
 
 def main(script_args: GRPOScriptArguments, training_args: ToolGRPOConfig, model_args) -> str:
     """Train; returns the output directory (the final model and processor are saved there)."""
-    from eval.presets import get_preset
-
     trainer, checkpoint = build_trainer(script_args, training_args, model_args)
     if checkpoint:
         print(f"resuming from {checkpoint}", flush=True)
-    try:
-        result = trainer.train(resume_from_checkpoint=checkpoint)
-    finally:
-        trainer.close()
+    result = trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model(training_args.output_dir)
     trainer.save_state()  # trainer_state.json: the reward and tool-use curves
     if trainer.is_world_process_zero():
@@ -169,7 +158,7 @@ def main(script_args: GRPOScriptArguments, training_args: ToolGRPOConfig, model_
         trainer.processing_class.save_pretrained(output)
         record = {"model_name_or_path": model_args.model_name_or_path, "dataset_name": script_args.dataset_name,
                   "train_samples": len(trainer.train_dataset), "preset": training_args.preset,
-                  "toolset": training_args.toolset or get_preset(training_args.preset).profile.toolset,
+                  "toolset": trainer.rollouts.toolbox.toolset.name,
                   "seed": training_args.seed, "max_steps": training_args.max_steps,
                   "global_step": trainer.state.global_step, "learning_rate": training_args.learning_rate,
                   "num_generations": training_args.num_generations,

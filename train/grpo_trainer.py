@@ -132,8 +132,3 @@ class ToolGRPOTrainer(GRPOTrainer):
                                             encoding="utf-8")
         return folder
 
-    def close(self) -> None:
-        sandbox = self.rollouts.toolbox.sandbox
-        if sandbox is not None:
-            sandbox.close()
-

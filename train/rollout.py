@@ -1,5 +1,5 @@
 """Tool-use rollouts for GRPO: the episodes of evaluation (runtime.episode: the profile's protocol, its tool set
-run by our executor, code in our sandbox), generated as token sequences the trainer can score.
+run by our batched executor), generated as token sequences the trainer can score.
 
     rollouts = ToolRollouts(processor, profile, toolbox, budgets, max_completion_length, generator=generator)
     out = rollouts(prompts)   # TRL rollout_func output: prompt_ids, completion_ids, env_mask, logprobs, ...
@@ -171,6 +171,9 @@ class HFGenerator:
             done.append(Generated(tokens[:ends[0] + 1], True) if ends else Generated(tokens, False))
         return done
 
+    def finish(self) -> None:
+        """Nothing to wait for: one process generates alone."""
+
 
 class VLLMGenerator:
     """Sampling with TRL's vLLM (colocated or a server), weights synced by the trainer at each step. Server mode
@@ -266,8 +269,7 @@ class ToolRollouts:
         run_episodes(episodes, generate, self.toolbox)
         if failure:
             raise failure[0]
-        if hasattr(self.generator, "finish"):
-            self.generator.finish()
+        self.generator.finish()
         self.last = [(episode, records[id(episode)]) for episode in episodes]
         return self.output(self.last)
 

@@ -55,6 +55,9 @@ class Scripted:
         ids = self.tokenizer.encode(reply, add_special_tokens=False) + [self.tokenizer.eos_token_id]
         return [Generated(ids, ended=True) for _ in contexts]
 
+    def finish(self):
+        pass
+
 
 class Batches:
     """What the training forward pass and the loss received."""
