@@ -33,3 +33,20 @@ security: install  # reruns the hostile-code suite; its table is the one in docs
 
 tool-table: install
 	$(PY) -m tools list --markdown --update README.md
+
+# The GPU acceptance check (docs/gpu.md). `make gpu-wheels` (here, with network) downloads what the GPU machine lacks
+# into GPU_WHEELS; `make gpu-check` on that machine runs the acceptance check with its python3 (the CUDA torch; there
+# is no .venv there), and here, without CUDA, its rehearsal with the venv's python.
+GPU_WHEELS := gpu_check/wheels
+GPU_PYTHON ?= $(shell python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' >/dev/null 2>&1 \
+	&& echo python3 || echo $(PY))
+
+.PHONY: gpu-wheels gpu-check
+
+gpu-wheels:
+	@test -x $(PY) || { echo "make gpu-wheels downloads with the venv's pip: run make install first" >&2; exit 2; }
+	$(PY) -m gpu_check download --dest $(GPU_WHEELS)
+
+gpu-check:
+	@command -v $(GPU_PYTHON) >/dev/null || { echo "no python3 with CUDA torch, no $(PY): run make install" >&2; exit 2; }
+	$(GPU_PYTHON) -m gpu_check run --wheels $(GPU_WHEELS)

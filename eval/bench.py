@@ -1,4 +1,4 @@
-"""How fast the harness keeps the engine busy, against the two baselines of issue 5, in one run:
+"""How fast the harness keeps the engine busy, against two baselines, in one run:
 
 1. the harness: 64 episodes of 3 turns (two tool calls, then an answer) through `EvalLoop`;
 2. one `LLM.chat` batch of the same 64 first-turn prompts without tools, each generating exactly as many
@@ -48,7 +48,8 @@ def main() -> int:
     tasks = list(synthetic_suite(("rotated_ocr", "rotation_game"), per_task=math.ceil(args.episodes / 2)))
     tasks = tasks[:args.episodes]
     model = build_model("qwen2_5_vl", tempfile.mkdtemp(prefix="tirlab-bench-"))
-    backend = VLLMEngineBackend(str(model), max_model_len=4096, limit_images=4, dtype="float32", max_num_seqs=256)
+    backend = VLLMEngineBackend(str(model), max_model_len=4096, limit_images=4, dtype="float32", max_num_seqs=256,
+                                forced_replies=True)
     profile = get_preset("qwen2.5-vl").profile
     sampling = Sampling(max_tokens=args.max_tokens, temperature=1.0)
     forced = ForcedReplies(2, think=tuple(int(x) for x in args.think.split(",")))

@@ -79,7 +79,8 @@ class EvalConfig:
                        default="on")
     out: str | None = _help("Run directory (default: runs/<model>-<suite>). An existing run with the same "
                             "configuration is resumed.", default=None)
-    overwrite: bool = _help("Start over in an existing run directory.", default=False)
+    overwrite: bool = _help("Start over in an existing run directory (with --shard: that shard's own files and "
+                            "those of any other split; the other shards of its split are kept).", default=False)
     shard: str = _help("Evaluate shard i of n ('i/n', 0-based); merge with `run_vllm.py merge RUN_DIR`.",
                        default="0/1")
     seed: int = _help("Sampling seed (each turn's seed derives from it, the task and the turn).", default=0)
@@ -107,6 +108,11 @@ class EvalConfig:
     retries: int = _help("--backend openai: retries of a failed request.", default=4)
     send_stop: bool = _help("--backend openai: send the protocol's stop strings (transformers serve 5.19 fails "
                             "on them for vision models: --send_stop false).", default=True)
+    api: str = _help("--backend openai: what the server understands. 'vllm' (vLLM's server): every sampling "
+                     "field is sent, vLLM's own (top_k, min_p, repetition_penalty, frequency_penalty) included, so "
+                     "the server fills none from the checkpoint's generation_config.json and samples as --backend "
+                     "vllm does; 'openai' (transformers serve, OpenAI, other strict servers): the OpenAI API's fields "
+                     "only, and a run that needs vLLM's (--top_k, structured outputs) is refused.", default="vllm")
     batch_size: int = _help("--backend hf: prompts per generate call.", default=8)
     judge_model: str | None = _help("The LLM judge (tasks scored by 'judge', TIR-Bench's answer extraction, "
                                     "VTC-Bench's judge): 'same' (the evaluated model's backend) or a model, served "
@@ -114,6 +120,9 @@ class EvalConfig:
     judge_retries: int = _help("Attempts per judge request that fails or cannot be read, before its item counts "
                                "as unscored.", default=3)
     judge_base_url: str | None = _help("OpenAI-compatible server of the judge model.", default=None)
+    judge_api: str = _help("What the --judge_base_url server understands, as --api: 'openai' (OpenAI and other "
+                           "strict servers) or 'vllm' (a vLLM server: every sampling field sent, none filled from "
+                           "the judge checkpoint's generation_config.json).", default="openai")
 
     def __post_init__(self):
         if isinstance(self.tools, bool):  # YAML reads a bare `tools: on` / `tools: none`-like `off` as a boolean
@@ -123,6 +132,10 @@ class EvalConfig:
             problems.append(f"--backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.tools not in TOOL_MODES:
             problems.append(f"--tools must be one of {list(TOOL_MODES)}, got {self.tools!r}")
+        for name in ("api", "judge_api"):
+            if getattr(self, name) not in ("vllm", "openai"):
+                problems.append(f"--{name} must be 'vllm' or 'openai' (what the server understands), got "
+                                f"{getattr(self, name)!r}")
         if self.backend == "openai" and not self.base_url:
             problems.append("--backend openai needs --base_url (e.g. http://127.0.0.1:8000/v1)")
         if self.suite not in SUITES and not Path(self.suite).is_file():

@@ -4,6 +4,7 @@
     python eval/run_vllm.py --model Qwen/Qwen2.5-VL-7B-Instruct --tools both
     python eval/run_vllm.py --config recipes/eval/qwen2_5_vl_7b.yaml --shard 0/4
     python eval/run_vllm.py merge runs/qwen2.5-vl-7b-instruct-synthetic      # join shards, write the report
+    python eval/run_vllm.py run_dir --config recipes/eval/qwen2_5_vl_7b/synthetic.yaml  # its run directory
     python eval/run_vllm.py report RUN_DIR [OTHER_RUN_DIR ...]              # (re)write a report
     python eval/run_vllm.py rejudge RUN_DIR --judge_model M [--out NEW_DIR]  # judge a run again, model not rerun
 
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     if argv and argv[0] in ("merge", "report"):
         return _merge_or_report(argv[0], argv[1:])
+    if argv and argv[0] == "run_dir":  # where these settings write, resolved as a run resolves it (for scripts)
+        print(resolve(parse(argv[1:])).out)
+        return 0
     if argv and argv[0] == "rejudge":
         if len(argv) < 2 or argv[1].startswith("--"):
             raise ValueError("usage: python eval/run_vllm.py rejudge RUN_DIR --judge_model M [--judge_base_url URL] "
@@ -300,16 +304,18 @@ def _judge_stage(config: EvalConfig, suite: Suite, run: RunDir, tasks: list[Task
         from eval.backends.openai_http import OpenAIHTTPBackend
 
         judge_backend, started = OpenAIHTTPBackend(config.judge_base_url, config.judge_model,
-                                                   api_key=os.environ.get(config.api_key_env)), True
+                                                   api_key=os.environ.get(config.api_key_env),
+                                                   api=config.judge_api), True
     else:
-        from eval.backends.vllm_engine import VLLMEngineBackend
+        from eval.backends.vllm_engine import VLLMEngineBackend, available_memory_share
 
         if backend is not None and owned:  # free the evaluated model's memory for the judge's engine
             backend.close()
             backend = None
+        share = available_memory_share(config.gpu_memory_utilization)
         judge_backend, started = VLLMEngineBackend(config.judge_model, max_model_len=config.max_model_len,
                                                    tensor_parallel_size=config.tensor_parallel_size,
-                                                   gpu_memory_utilization=config.gpu_memory_utilization), True
+                                                   gpu_memory_utilization=share), True
     try:
         for record, fields in suite.judge(items, judge_backend, config.judge_model, config.judge_retries):
             run.append_judgment(record, fields)
@@ -319,8 +325,8 @@ def _judge_stage(config: EvalConfig, suite: Suite, run: RunDir, tasks: list[Task
     return backend
 
 
-REJUDGE_SETTINGS = ("judge_model", "judge_base_url", "judge_retries", "api_key_env", "out", "overwrite",
-                    "max_model_len", "tensor_parallel_size", "gpu_memory_utilization", "dtype")
+REJUDGE_SETTINGS = ("judge_model", "judge_base_url", "judge_api", "judge_retries", "api_key_env", "out",
+                    "overwrite", "max_model_len", "tensor_parallel_size", "gpu_memory_utilization", "dtype")
 
 
 def rejudge(source: str | Path, settings: dict, backend=None) -> list[dict]:
@@ -419,7 +425,8 @@ def _backend(config: EvalConfig, preset, tasks: list[Task]):
                                  dtype=config.dtype, seed=config.seed,
                                  tensor_parallel_size=config.tensor_parallel_size,
                                  gpu_memory_utilization=config.gpu_memory_utilization,
-                                 mm_processor_kwargs=processor_kwargs or None)
+                                 mm_processor_kwargs=processor_kwargs or None,
+                                 forced_replies=config.force_tool_calls > 0)
     if config.backend == "openai":
         from eval.backends.openai_http import OpenAIHTTPBackend
         from runtime.protocols import OpenAIProtocol
@@ -428,7 +435,7 @@ def _backend(config: EvalConfig, preset, tasks: list[Task]):
         text_replies = not isinstance(preset.profile.protocol, OpenAIProtocol)
         return OpenAIHTTPBackend(config.base_url, model, api_key=os.environ.get(config.api_key_env),
                                  concurrency=config.concurrency, timeout_s=config.timeout_s, retries=config.retries,
-                                 send_stop=config.send_stop, text_replies=text_replies)
+                                 send_stop=config.send_stop, text_replies=text_replies, api=config.api)
     if config.backend == "hf":
         from eval.backends.hf_generate import HFGenerateBackend
 

@@ -3,6 +3,7 @@
     runs/<name>/
       config.json                  the resolved configuration (and the versions that ran it)
       records.jsonl                one record per (task, mode); records.shard-<i>-of-<n>.jsonl when sharded
+                                   (one split per directory: `merge` joins its shards into records.jsonl)
       judgments.jsonl              what an LLM judge later decided about a record (its score fields), by (task, mode)
       images/<hash>.png            every image of every trajectory, stored once
       report.md, summary.json, plots/
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -25,7 +27,9 @@ from runtime.trajectory import drop_partial_line, json_line
 
 # configuration keys that may differ between a run and its resumption (they do not change results)
 RESUMABLE = ("shard", "max_active", "concurrency", "timeout_s", "retries", "overwrite", "versions", "limit",
-             "judge_retries", "judge_base_url")
+             "judge_retries", "judge_base_url", "judge_api")
+# what a run writes per split: records.jsonl (unsharded or merged), records.shard-<i>-of-<n>.jsonl (shard i of n)
+SPLIT_FILE = re.compile(r"(records|judgments)(?:\.shard-(\d+)-of-(\d+))?\.jsonl")
 
 
 class RunDir:
@@ -58,15 +62,45 @@ class RunDir:
                 raise ValueError(f"{self.path} holds a run with a different configuration ({', '.join(changed)}); "
                                  "resume it with the same settings, choose another --out, or pass --overwrite")
         elif overwrite and self.path.exists():
+            # a shard starts over alone: the other shards of its split may be running beside it (an array job)
+            siblings = {f for f in split_files(self.path).get(self.shard[1], []) if f.name not in (
+                self.records_path.name, self.judgments_path.name)} if self.shard[1] > 1 else set()
             for stale in [*self.path.glob("records*.jsonl"), *self.path.glob("judgments*.jsonl"),
                           self.path / "summary.json", self.path / "report.md"]:
-                stale.unlink(missing_ok=True)
+                if stale not in siblings:
+                    stale.unlink(missing_ok=True)
+        self._check_split()
         self.images.mkdir(parents=True, exist_ok=True)
         _write_atomic(config_path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
         if not self.records_path.exists():
             return set()
         drop_partial_line(self.records_path)
         return {(r["id"], r["mode"]) for r in read_records(self.records_path)}
+
+    def _check_split(self) -> None:
+        """One split per directory: shards of another count, or an unsharded (merged) run beside shards, would
+        evaluate tasks twice and could never merge."""
+        index, count = self.shard
+        others = {n: files for n, files in split_files(self.path).items() if n != count}
+        if not others:
+            return
+        found = "; ".join(_describe_split(n, files) for n, files in sorted(others.items()))
+        this = f"--shard {index}/{count}" if count > 1 else "an unsharded run (no --shard)"
+        if len(others) > 1:
+            todo = "remove the files of the splits you do not want"
+        elif count == 1:
+            (theirs,) = others
+            todo = (f"merge them first (python eval/run_vllm.py merge {self.path}) and run again, or resume them "
+                    f"with --shard i/{theirs}")
+        elif 1 in others:
+            todo = "resume or report that run without --shard"
+        else:
+            (theirs,) = others
+            todo = (f"resume that split with --shard i/{theirs} (recipes/slurm/eval.sbatch: SHARDS={theirs}, or "
+                    "SHARDS unset)")
+        raise ValueError(f"{self.path} holds {found}, and this is {this}: a run directory holds one split, or "
+                         f"tasks would be evaluated twice. To go on: {todo}; or choose another --out, or pass "
+                         "--overwrite to start over")
 
     def append(self, record: dict) -> None:
         _append_line(self.records_path, record)
@@ -92,6 +126,22 @@ class RunDir:
             if judgment is not None:
                 record.update({k: v for k, v in judgment.items() if k not in ("id", "mode")}, judge_pending=False)
         return records
+
+
+def split_files(path: str | Path) -> dict[int, list[Path]]:
+    """The records and judgments files in a run directory by the shard count of the split that wrote them
+    (1: records.jsonl and judgments.jsonl, an unsharded or merged run)."""
+    splits: dict[int, list[Path]] = {}
+    for f in sorted(Path(path).glob("*.jsonl")):
+        match = SPLIT_FILE.fullmatch(f.name)
+        if match:
+            splits.setdefault(int(match[3] or 1), []).append(f)
+    return splits
+
+
+def _describe_split(count: int, files: list[Path]) -> str:
+    names = ", ".join(f.name for f in files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+    return f"an unsharded or merged run ({names})" if count == 1 else f"the shards of a {count}-way split ({names})"
 
 
 def read_records(path: Path) -> Iterable[dict]:

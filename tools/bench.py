@@ -2,7 +2,7 @@
 """Benchmark the tool executor against a plain per-image OpenCV loop.
 
     python tools/bench.py [--sizes 512 1024] [--batches 1 8 64] [--cases rotate blur ...]
-                          [--device-only] [--json OUT] [--quick]
+                          [--device-only] [--json OUT] [--quick] [--bandwidth]
 
 For every case (one op with fixed arguments), image size and batch size it measures images per second of
 
@@ -40,6 +40,15 @@ Achieved memory bandwidth (GPU, resident) counts the bytes the op must move at l
 and output images, (in + out) * images/s. Intermediate float tensors are not counted, so it is a lower
 bound on the traffic. The peak comes from the device's memory clock and bus width where torch reports
 them, else from a table of known devices; the source is printed.
+
+--bandwidth (needs a torch device) adds the memory-bound ops (invert, flip: each output byte is one input
+byte, no arithmetic worth the name) on one (batch, 3, size, size) uint8 batch already on the device, at the
+largest size and batch of the run (or --bandwidth-size / --bandwidth-batch): bytes moved per second by the
+op's torch function in one launch (`Op.torch`, the "kernel"), by the executor on resident tensors (which
+also stacks the batch: a copy the count leaves out), and by a plain device-to-device copy of the same bytes
+for scale. Each is (bytes read + bytes written) / time, and a share of the peak above. Target: the best
+memory-bound kernel reaches >= 50% of the peak (the executor's own overheads are the speedup target's
+business). Before timing, the kernels' outputs on the first images are compared with the OpenCV reference.
 """
 
 from __future__ import annotations
@@ -77,6 +86,8 @@ CPU_TARGET = 1 / 1.3  # executor images/s over baseline images/s, at every row
 GPU_TARGET = 20.0  # resident GPU images/s over the OpenCV loop's, at GPU_TARGET_AT
 GPU_TARGET_AT = (1024, 64)  # (size, batch)
 GPU_TARGET_CASES = ("rotate", "blur", "equalize")
+BANDWIDTH_TARGET = 0.5  # memory-bound op kernels: share of the peak memory bandwidth
+MEMORY_BOUND_OPS = (("invert", {}), ("flip", {"direction": "horizontal"}))  # (op, arguments)
 
 # Peak memory bandwidth (bytes/s) by device name, when torch does not report clock and bus width.
 # Checked in order: the first entry whose words all occur in the device name wins.
@@ -394,6 +405,21 @@ def machine_info(gpu_device: str | None) -> dict:
 
 
 # -- the run -------------------------------------------------------------------------------------------
+def _demo_images(size: int, count: int) -> list[np.ndarray]:
+    """The run's test images. From 2048² on they are made in parallel processes (one demo_image takes seconds at
+    4096²); the images are the same either way."""
+    seeds = [1000 * size + k for k in range(count)]
+    workers = min(_cores(), count)
+    if size < 2048 or workers == 1:
+        return [demo_image(size, size, seed=seed) for seed in seeds]
+    import concurrent.futures
+    import multiprocessing
+
+    # spawn, not fork: this process already runs torch's and OpenCV's threads
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(demo_image, [size] * count, [size] * count, seeds))
+
+
 def _to_device(img: np.ndarray, device: str):
     chw = img[None] if img.ndim == 2 else np.ascontiguousarray(img.transpose(2, 0, 1))
     return torch.from_numpy(chw).to(device)
@@ -462,6 +488,64 @@ def bench_row(case: Case, images: list[np.ndarray], batch: int, *, cpu_device: s
     return row
 
 
+def bench_bandwidth(device: str, size: int, batch: int, peak: float | None, timing: dict) -> dict:
+    """Bytes/s of the memory-bound ops on a resident (batch, 3, size, size) uint8 batch: the op's torch function in
+    one launch, the executor on the same images as resident tensors, and a device-to-device copy for scale."""
+    sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else _nosync
+    generator = torch.Generator().manual_seed(0)
+    host = torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8, generator=generator)
+    resident = host.to(device)
+    copy_target = torch.empty_like(resident)
+    bytes_per_image = 2 * 3 * size * size  # read once, written once
+    variants = {"copy": lambda: copy_target.copy_(resident)}
+    errors = {}
+    for name, args in MEMORY_BOUND_OPS:
+        op = REGISTRY[name]
+        got = op.torch(resident[:2], **args)
+        sync()
+        for k in range(2):
+            problem = _compare(op.opencv(np.ascontiguousarray(host[k].permute(1, 2, 0).numpy()), **args), got[k],
+                               op.tolerance)
+            if problem:
+                errors[name] = f"image {k}: {problem}"
+        executor = Executor(device=device, output="tensor")
+        calls = [ToolCall(name, image, args) for image in resident.unbind(0)]
+        variants[f"{name}_kernel"] = (lambda op=op, args=args: op.torch(resident, **args))
+        variants[f"{name}_executor"] = (lambda executor=executor, calls=calls: executor.run(calls))
+    measured = _measure(variants, batch, syncs={key: sync for key in variants}, **timing)
+    results = {}
+    for key, m in measured.items():
+        rate = bytes_per_image * m["images_per_s"]
+        results[key] = {"bytes_per_s": rate, "share_of_peak": rate / peak if peak else None,
+                        "share_of_copy": m["ratio_to_first"], "images_per_s": m["images_per_s"]}
+    kernels = {name: results[f"{name}_kernel"] for name, _ in MEMORY_BOUND_OPS}
+    best = max(kernels, key=lambda name: kernels[name]["bytes_per_s"])
+    share = kernels[best]["share_of_peak"]
+    return {"device": device, "size": size, "batch": batch, "bytes_per_call": bytes_per_image * batch,
+            "peak_bandwidth": peak, "results": results, "errors": errors, "best_kernel": best,
+            "best_kernel_share": share, "target": BANDWIDTH_TARGET,
+            "pass": None if share is None else share >= BANDWIDTH_TARGET}
+
+
+def _print_bandwidth(bw: dict) -> None:
+    print(f"\n### Memory bandwidth: memory-bound ops on a resident ({bw['batch']}, 3, {bw['size']}, {bw['size']}) "
+          f"uint8 batch on {bw['device']}\n")
+    print("| what | GB/s | % of peak | % of the copy |")
+    print("| --- | ---: | ---: | ---: |")
+    labels = {"copy": "device-to-device copy (tensor.copy_)"}
+    for name, _ in MEMORY_BOUND_OPS:
+        labels[f"{name}_kernel"] = f"{name}: Op.torch, one launch"
+        labels[f"{name}_executor"] = f"{name}: Executor, resident tensors (stacks the batch first)"
+    for key, r in bw["results"].items():
+        share = f"{100 * r['share_of_peak']:.1f}" if r["share_of_peak"] is not None else "-"
+        print(f"| {labels[key]} | {r['bytes_per_s'] / 1e9:.1f} | {share} | {100 * r['share_of_copy']:.0f} |")
+    if bw["best_kernel_share"] is None:
+        print("\nBandwidth target (>=50% of peak): not judged (no peak bandwidth for this device)")
+    else:
+        print(f"\nBandwidth target (>=50% of peak, best memory-bound kernel): {'PASS' if bw['pass'] else 'FAIL'} "
+              f"({100 * bw['best_kernel_share']:.1f}%, {bw['best_kernel']})")
+
+
 def _fmt_ips(x: float | None) -> str:
     if x is None:
         return "-"
@@ -514,6 +598,11 @@ def parse_args(argv=None):
     p.add_argument("--json", metavar="OUT", help="also write all results to this JSON file")
     p.add_argument("--quick", action="store_true", help="smoke run: 64² images, batches 1 2, few rounds")
     p.add_argument("--budget", type=float, default=None, help="seconds of timing per row (default 1.0)")
+    p.add_argument("--bandwidth", action="store_true",
+                   help="also measure the memory bandwidth of memory-bound ops on a resident batch (needs a torch "
+                        "device)")
+    p.add_argument("--bandwidth-size", type=int, default=None, help="its image side (default: the largest size)")
+    p.add_argument("--bandwidth-batch", type=int, default=None, help="its batch (default: the largest batch)")
     p.add_argument("--torch-device", default=None,
                    help="device for the batched part (default: cuda when available, else none); "
                         "'cpu' exercises that code path on a machine without a GPU")
@@ -525,6 +614,10 @@ def parse_args(argv=None):
         a.torch_device = "cuda"
     if a.device_only and a.torch_device is None:
         p.error("--device-only needs CUDA (or --torch-device)")
+    if a.bandwidth and a.torch_device is None:
+        p.error("--bandwidth needs CUDA (or --torch-device)")
+    a.bandwidth_size = a.bandwidth_size or max(a.sizes)
+    a.bandwidth_batch = a.bandwidth_batch or max(a.batches)
     return a
 
 
@@ -563,7 +656,7 @@ def main(argv=None) -> int:
     rows = []
     max_batch = max(a.batches)
     for size in a.sizes:
-        images = [demo_image(size, size, seed=1000 * size + k) for k in range(max_batch)]
+        images = _demo_images(size, max_batch)
         for case in cases:
             for batch in a.batches:
                 row = bench_row(case, images, batch, cpu_device=cpu_device, gpu_device=a.torch_device, timing=timing)
@@ -575,7 +668,13 @@ def main(argv=None) -> int:
         del images
         gc.collect()
 
+    bandwidth = None
+    if a.bandwidth:
+        bandwidth = bench_bandwidth(a.torch_device, a.bandwidth_size, a.bandwidth_batch, gpu["peak_bandwidth"], timing)
     mismatches = [(r["case"], r["size"], r["batch"], k, v) for r in rows for k, v in r["errors"].items()]
+    if bandwidth:
+        mismatches += [("bandwidth", a.bandwidth_size, a.bandwidth_batch, op, problem)
+                       for op, problem in bandwidth["errors"].items()]
     summary = {"mismatches": len(mismatches)}
     info["load_average_at_end"] = _load()
     start, end, cores = info["load_average_at_start"], info["load_average_at_end"], info["cores"]
@@ -616,6 +715,10 @@ def main(argv=None) -> int:
         for r in rows:
             if "gpu_bandwidth" in r:
                 r["gpu_bandwidth_share"] = r["gpu_bandwidth"] / peak if peak else None
+    if bandwidth:
+        _print_bandwidth(bandwidth)
+        summary["bandwidth"] = {"pass": bandwidth["pass"], "best_kernel_share": bandwidth["best_kernel_share"],
+                                "best_kernel": bandwidth["best_kernel"]}
     for case, size, batch, key, problem in mismatches:
         print(f"MISMATCH {case} {size}² x {batch} [{key}]: {problem}")
     if load_note:
@@ -628,7 +731,7 @@ def main(argv=None) -> int:
                                                  "cpu_device": cpu_device, "torch_device": a.torch_device,
                                                  "timing": timing},
                   "cases": {c.name: {"op": c.op, "doc": c.doc} for c in cases},
-                  "rows": rows, "summary": summary}
+                  "rows": rows, "bandwidth": bandwidth, "summary": summary}
         Path(a.json).write_text(json.dumps(report, indent=1))
     return 1 if mismatches else 0
 

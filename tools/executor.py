@@ -14,6 +14,7 @@ Calls are grouped by op, image shape and the arguments that must agree within a 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -70,6 +71,7 @@ class Executor:
         self.device = resolve_device(device)
         self.max_pixels = max_pixels
         self.output = output
+        self.host_fallbacks = 0  # calls run on the host because the device ran out of memory
 
     def run(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
         if self.device == "opencv":
@@ -115,6 +117,8 @@ class Executor:
 
     # -- torch path: group compatible calls, one launch per group ----------------------------------------
     def _run_batched(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        import torch
+
         results: list[ToolResult | None] = [None] * len(calls)
         groups: dict[tuple, list[tuple[int, dict, Any]]] = {}
         for i, call in enumerate(calls):
@@ -135,16 +139,35 @@ class Executor:
             op = get_op(name)
             try:
                 outs = self._launch(op, members)
+            except torch.OutOfMemoryError:
+                outs = self._out_of_memory(op, members)
             except Exception:  # noqa: BLE001 - isolate the failing call(s) by running them one by one
                 outs = []
                 for member in members:
                     try:
                         outs.extend(self._launch(op, [member]))
+                    except torch.OutOfMemoryError:
+                        outs.extend(self._out_of_memory(op, [member]))
                     except Exception as err:  # noqa: BLE001
                         outs.append(ToolResult(error=_describe(name, err)))
             for (i, _, _), out in zip(members, outs):
                 results[i] = out
         return results  # type: ignore[return-value]
+
+    def _out_of_memory(self, op: Op, members) -> list[ToolResult]:
+        """A launch the device had no memory for (in evaluation the GPU is shared with the model's engine):
+        the calls run through the OpenCV reference on the host instead, counted in `host_fallbacks`, and the
+        device's cached blocks go back. The model gets the tool's result, not an error it did not cause."""
+        import torch
+
+        torch.cuda.empty_cache()
+        if not self.host_fallbacks:
+            warnings.warn(f"tool op {op.name!r}: {len(members)} call(s) ran out of memory on {self.device} and ran "
+                          "through OpenCV on the host instead (same results, slower); so will any later launch that "
+                          "runs out. The GPU is shared: leave the tools more of it (a lower vLLM "
+                          "--gpu_memory_utilization)", RuntimeWarning, stacklevel=3)
+        self.host_fallbacks += len(members)
+        return [self._cpu_fallback(op, args, image) for _, args, image in members]
 
     def _launch(self, op: Op, members) -> list[ToolResult]:
         batch = self._stack([image for _, _, image in members])

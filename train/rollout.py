@@ -177,9 +177,11 @@ class HFGenerator:
 
 class VLLMGenerator:
     """Sampling with TRL's vLLM (colocated or a server), weights synced by the trainer at each step. Server mode
-    (and tensor parallelism) gathers every process's prompts and hands each its slice back by position, so every
-    process takes part in every round with as many prompts as the busiest one (padding with one-token fillers)
-    and the same token limit."""
+    gathers every process's prompts and hands each its slice back by position, and colocated tensor parallelism
+    does the same within each tensor-parallel group: there every process takes part in every round with as many
+    prompts as the busiest one (padding with one-token fillers) and the same token limit. Colocated with
+    tensor parallel 1, each process's engine is its own and generation is no collective: a process generates
+    its own prompts only, and one that is done is done."""
 
     def __init__(self, trainer, suppressed: list[int]):
         self.trainer = trainer
@@ -187,6 +189,9 @@ class VLLMGenerator:
         vllm.generation_kwargs = {**(vllm.generation_kwargs or {}),
                                   "logit_bias": {token: -100.0 for token in suppressed}}
         self.filler = ([trainer.processing_class.tokenizer.eos_token_id], [])
+        args = trainer.args
+        self.collective = trainer.accelerator.num_processes > 1 and (
+            args.vllm_mode == "server" or args.vllm_tensor_parallel_size > 1)
 
     def __call__(self, contexts, limits) -> list[Generated]:
         count, limit = self._round(len(contexts), max(limits, default=1))
@@ -215,9 +220,9 @@ class VLLMGenerator:
 
     def _round(self, waiting: int, limit: int) -> tuple[int, int]:
         """The most prompts and the longest token limit of any process this round."""
-        accelerator = self.trainer.accelerator
-        if accelerator.num_processes == 1:
+        if not self.collective:
             return waiting, limit
+        accelerator = self.trainer.accelerator
         both = accelerator.reduce(torch.tensor([waiting, limit], device=accelerator.device), reduction="max")
         return int(both[0]), int(both[1])
 

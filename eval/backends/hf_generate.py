@@ -55,10 +55,13 @@ class HFGenerateBackend:
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         stops = sorted({s for _, prompt, _, _ in batch for s in prompt.stop})
+        # every sampling field explicit: one left out is taken from the checkpoint's generation_config.json
+        # (Qwen2.5-VL's: top_k 1, repetition_penalty 1.05), and top_k would otherwise default to 50
+        drawn = dict(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k) \
+            if sampling.temperature > 0 else {}
         with torch.inference_mode():
             output = self.model.generate(
-                **inputs, max_new_tokens=sampling.max_tokens, do_sample=sampling.temperature > 0,
-                temperature=sampling.temperature or None, top_p=sampling.top_p, top_k=sampling.top_k or None,
+                **inputs, max_new_tokens=sampling.max_tokens, do_sample=sampling.temperature > 0, **drawn,
                 repetition_penalty=sampling.repetition_penalty, stop_strings=stops or None,
                 tokenizer=self.processor.tokenizer)
         width = inputs["input_ids"].shape[1]

@@ -1,6 +1,7 @@
 """Any OpenAI-compatible chat server (`vllm serve`, `transformers serve`, a hosted API) as a backend.
 
-    backend = OpenAIHTTPBackend("http://127.0.0.1:8000/v1", "Qwen/Qwen2.5-VL-7B-Instruct", concurrency=32)
+    backend = OpenAIHTTPBackend("http://127.0.0.1:8000/v1", "Qwen/Qwen2.5-VL-7B-Instruct", concurrency=32,
+                                api="vllm")     # a vLLM server (eval/run_vllm.py: --api, vllm by default)
     backend.wait_ready(300)                     # a server started by the same script
     backend.submit("task-7/turn-2", prompt, Sampling(max_tokens=512))
     for key, completion in backend.poll(timeout=0.05): ...
@@ -15,10 +16,20 @@ What goes on the wire:
   protocol wrote them; `tools` when the prompt has them;
 - `stop`: the first 4 of the prompt's stop strings (OpenAI's limit). Servers strip the one that ended a
   reply; the protocols handle that;
-- `max_tokens`, `temperature`, `top_p`, `seed`, `presence_penalty` (when not 0); `top_k`, `repetition_penalty`
-  and `Sampling.regex` (as
-  `structured_outputs: {"regex": ...}`) are vLLM extensions, sent only when not at their defaults, because
-  strict servers (`transformers serve`, OpenAI) refuse fields they do not know;
+- sampling, by what the server understands (`api`):
+  - `api="vllm"` (vLLM's OpenAI server; the evaluation's `--api` default): every field vLLM samples with, at
+    its value even when that is the default: `max_tokens`, `temperature`, `top_p`, `top_k` (0: off), `min_p`
+    (0), `repetition_penalty`, `presence_penalty`, `frequency_penalty` (0), `seed` when the sampling has one,
+    and `Sampling.regex` as `structured_outputs: {"regex": ...}`. vLLM's server takes each of these a request
+    omits from the checkpoint's `generation_config.json` (its default `--generation-config auto`; checkpoints
+    ship sampling settings there, a top_k or a repetition penalty), the in-process engine never does: sent in
+    full, a request samples as `VLLMEngineBackend` samples the same `Sampling` (tests/eval/test_vllm_server.py);
+  - `api="openai"` (the class's default: what any OpenAI-compatible server takes; `transformers serve`, OpenAI
+    and other strict servers refuse fields they do not know): the OpenAI API's fields only, `max_tokens`,
+    `temperature`, `top_p`, `seed` when set and `presence_penalty` when not 0. A sampling these servers cannot
+    do (`top_k`, `repetition_penalty` other than 1, `regex`) is refused at `submit` with a ValueError, never
+    sent without them. Such a server may still fill what the API cannot say from the checkpoint's generation
+    config (`transformers serve` does);
 - `prompt.continue_final_message` sends vLLM's `continue_final_message: true, add_generation_prompt: false`.
   Other servers refuse them (`transformers serve`: HTTP 422) or ignore them; use vLLM for code protocols that
   continue the assistant turn.
@@ -26,7 +37,11 @@ What goes on the wire:
 Known server quirks:
 - `transformers serve` (5.19) fails every request that has stop strings on a vision-language model (HTTP
   500: it hands the processor to its stop-string criteria): pass `send_stop=False`; Qwen's replies end on
-  their end-of-turn token anyway.
+  their end-of-turn token anyway. It also ignores `presence_penalty` (a warning in its log).
+- vLLM's CPU build (0.32) dies on a sampled request with a `seed` whose prefill is split in chunks (a long
+  prompt, or several prefilling at once): "CPU Generator does not use offset", every request then fails.
+  VLLMEngineBackend drops per-request seeds on CPU for this; against a CPU server sample greedily, or pass
+  `extra_body={"seed": None}` (the engine's `--seed` then draws).
 - Servers that parse tool calls and thinking out of the model's text return them as structured fields
   (`transformers serve` always does for Qwen models; vLLM with `--tool-call-parser` / `--reasoning-parser`).
   Protocols that read calls from the text (hermes) need `text_replies=True`: the reply is then the text
@@ -51,6 +66,7 @@ from runtime.protocols import Prompt
 from runtime.protocols.hermes import call_block
 
 MAX_STOP = 4  # OpenAI's limit on stop strings
+APIS = ("vllm", "openai")  # what the server understands: vLLM's OpenAI server, or the OpenAI API's fields only
 RETRY_STATUS = {408, 409, 429}  # and every 5xx (what the OpenAI SDK retries)
 EXCERPT = 300  # characters of a server's answer quoted in errors
 
@@ -60,15 +76,21 @@ class OpenAIHTTPBackend:
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, concurrency: int = 16,
                  timeout_s: float = 600, retries: int = 4, extra_body: dict | None = None, send_stop: bool = True,
-                 text_replies: bool = False, backoff_s: float = 1.0, max_backoff_s: float = 60.0):
+                 text_replies: bool = False, backoff_s: float = 1.0, max_backoff_s: float = 60.0,
+                 api: str = "openai"):
         """`base_url` ends where `/chat/completions` and `/models` begin (usually `.../v1`); `api_key`
         defaults to $OPENAI_API_KEY; `timeout_s` bounds each attempt; `retries` is how many times a failed
         attempt is repeated; `extra_body` is merged into every request (server-specific fields);
         `backoff_s` is the first retry's delay, doubled per retry up to `max_backoff_s`, which also caps a
-        server's Retry-After."""
+        server's Retry-After; `api`: what the server understands, "openai" (the OpenAI API's fields only, which
+        every such server takes) or "vllm" (vLLM's server: every sampling field is sent, so it fills none from
+        the checkpoint's generation config), see the module's docstring."""
         if concurrency < 1 or retries < 0 or timeout_s <= 0:
             raise ValueError(f"need concurrency >= 1, retries >= 0 and timeout_s > 0; got {concurrency}, {retries}, "
                              f"{timeout_s}")
+        if api not in APIS:
+            raise ValueError(f"api must be one of {APIS} (what the server understands), got {api!r}")
+        self.api = api
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.retries = retries
@@ -92,6 +114,7 @@ class OpenAIHTTPBackend:
                            for part in m["content"] if part.get("type") == "image")
         if placeholders != len(prompt.images):
             raise ValueError(f"prompt {key!r} has {placeholders} image placeholders but {len(prompt.images)} images")
+        self.sampling_fields(sampling)  # a sampling this server cannot do is refused here, not sent without it
         self._futures[self._pool.submit(self._request, prompt, sampling, time.perf_counter())] = key
 
     def poll(self, timeout: float | None = None) -> list[tuple[str, Completion]]:
@@ -147,22 +170,38 @@ class OpenAIHTTPBackend:
                 if not wired["content"] and message.get("tool_calls"):
                     wired["content"] = None  # OpenAI's form of a reply that only calls tools
             messages.append(wired)
-        body = {"model": self.model, "messages": messages, "max_tokens": sampling.max_tokens,
-                "temperature": sampling.temperature, "top_p": sampling.top_p}
-        optional = {
-            "seed": sampling.seed,
-            "tools": prompt.tools or None,
-            "stop": list(prompt.stop[:MAX_STOP]) if prompt.stop and self.send_stop else None,
-            "top_k": sampling.top_k if sampling.top_k > 0 else None,
-            "repetition_penalty": sampling.repetition_penalty if sampling.repetition_penalty != 1.0 else None,
-            "presence_penalty": sampling.presence_penalty or None,
-            "structured_outputs": {"regex": sampling.regex} if sampling.regex is not None else None,
-        }
-        body.update({k: v for k, v in optional.items() if v is not None})
+        body = {"model": self.model, "messages": messages, **self.sampling_fields(sampling)}
+        if prompt.tools:
+            body["tools"] = prompt.tools
+        if prompt.stop and self.send_stop:
+            body["stop"] = list(prompt.stop[:MAX_STOP])
         if prompt.continue_final_message:
             body.update(continue_final_message=True, add_generation_prompt=False)
         body.update(self.extra_body)
         return body
+
+    def sampling_fields(self, sampling: Sampling) -> dict:
+        """The request's sampling fields, for the server's `api` (the module's docstring). Raises ValueError for
+        a sampling a strict server cannot do."""
+        fields = {"max_tokens": sampling.max_tokens, "temperature": sampling.temperature, "top_p": sampling.top_p}
+        if sampling.seed is not None:
+            fields["seed"] = sampling.seed
+        if self.api == "vllm":  # every field vLLM's server would otherwise fill from generation_config.json
+            fields.update(top_k=max(sampling.top_k, 0), min_p=0.0, repetition_penalty=sampling.repetition_penalty,
+                          presence_penalty=sampling.presence_penalty, frequency_penalty=0.0)
+            if sampling.regex is not None:
+                fields["structured_outputs"] = {"regex": sampling.regex}
+            return fields
+        unknown = [f"top_k={sampling.top_k}"] if sampling.top_k > 0 else []
+        unknown += [f"repetition_penalty={sampling.repetition_penalty:g}"] if sampling.repetition_penalty != 1 else []
+        unknown += ["regex (structured outputs)"] if sampling.regex is not None else []
+        if unknown:
+            raise ValueError(f"the server at {self.base_url} speaks the OpenAI API only (api='openai'), which has no "
+                             f"{', '.join(unknown)}: serve the model with vLLM (api='vllm', --api vllm) or sample "
+                             "without them")
+        if sampling.presence_penalty:
+            fields["presence_penalty"] = sampling.presence_penalty
+        return fields
 
     def _request(self, prompt: Prompt, sampling: Sampling, submitted: float) -> Completion:
         url = f"{self.base_url}/chat/completions"

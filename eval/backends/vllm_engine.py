@@ -24,6 +24,8 @@ import numpy as np
 import psutil  # a dependency of vLLM
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState
+from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as RunnerV2LogitsProcessor
 
 from eval.backends import Completion, Sampling, render_text
 from runtime.protocols import Prompt
@@ -86,42 +88,64 @@ def pin_threads(process: psutil.Process, cores: list[int]) -> None:
         pass
 
 
+FREE = -1  # a plan position where the model draws a free token
+
+
+def forced_plan(script: list, end: int) -> list[int]:
+    """A forced-reply script in token ids (lists of forced ids, counts of free tokens) -> one entry per
+    position: a forced id, or FREE; then the end token."""
+    return [t for part in script for t in (part if isinstance(part, list) else [FREE] * part)] + [end]
+
+
+def validate_script(params) -> None:
+    script = (params.extra_args or {}).get("forced_reply")
+    if script is not None and not all(isinstance(s, list) or isinstance(s, int) and s > 0 for s in script):
+        raise ValueError(f"forced_reply must hold lists of token ids and counts of free tokens, got {script!r}")
+
+
+def free_token_bias(model_config, device: torch.device) -> tuple[torch.Tensor, int]:
+    """(0 for the free tokens and -inf elsewhere, the end token id). A free token is a whole word (a space
+    and ASCII letters) that encodes back to itself, so a reply's text tokenizes back to the ids generated."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_config.tokenizer, revision=model_config.tokenizer_revision,
+                                              trust_remote_code=model_config.trust_remote_code)
+    special = set(tokenizer.added_tokens_decoder)
+    texts = {i: tokenizer.decode([i]) for i in range(len(tokenizer)) if i not in special}
+    free = [i for i, text in texts.items() if text[:1] == " " and text[1:].isascii() and text[1:].isalpha()
+            and tokenizer.encode(text, add_special_tokens=False) == [i]]
+    if len(free) < 16:  # a tokenizer without whole-word tokens: anything but markup
+        free = [i for i, text in texts.items() if "<" not in text and ">" not in text]
+    bias = torch.full((model_config.get_vocab_size(),), float("-inf"), device=device)
+    bias[torch.tensor(free, device=device)] = 0.0
+    return bias, tokenizer.eos_token_id
+
+
+def forced_reply_processor(vllm_config) -> type:
+    """The forcing processor for the model runner this engine configuration selects: vLLM 0.32 runs its V2
+    runner on CUDA (where Triton is present), which accepts only V2-interface processors, and the V1 runner
+    elsewhere (the CPU build); each validates its processors' class at start-up."""
+    return ForcedReplyProcessorV2 if vllm_config.use_v2_model_runner else ForcedReplyProcessor
+
+
 class ForcedReplyProcessor(LogitsProcessor):
     """A request whose `SamplingParams.extra_args["forced_reply"]` holds a script in token ids (lists of forced
     ids, and counts of free tokens) generates exactly that script, then its end token (eval/forcing.py).
-    A free token is the model's own draw among whole words (a space and ASCII letters, one token that
-    encodes back to itself), so the reply's text tokenizes back to the very ids generated and the next turn
-    finds them in the prefix cache, as a real model's replies mostly do. Requests without a script pass
-    through untouched."""
+    A free token is the model's own draw among whole words (`free_token_bias`), so the reply's text tokenizes
+    back to the very ids generated and the next turn finds them in the prefix cache, as a real model's replies
+    mostly do. Requests without a script pass through untouched. This is the V1 runner's interface; the V2
+    runner's is `ForcedReplyProcessorV2`."""
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         self.model_config = vllm_config.model_config
         self.device = device
-        self.free_bias: torch.Tensor | None = None  # 0 for the free tokens, -inf elsewhere; built on first use
+        self.free_bias: torch.Tensor | None = None  # built on first use
         self.end: int | None = None
         self.plans: dict[int, tuple[list[int], list[int]]] = {}  # batch row -> (plan, its output ids so far)
 
-    def _vocabulary(self) -> None:
-        from transformers import AutoTokenizer
-
-        config = self.model_config
-        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer, revision=config.tokenizer_revision,
-                                                  trust_remote_code=config.trust_remote_code)
-        special = set(tokenizer.added_tokens_decoder)
-        texts = {i: tokenizer.decode([i]) for i in range(len(tokenizer)) if i not in special}
-        free = [i for i, text in texts.items() if text[:1] == " " and text[1:].isascii() and text[1:].isalpha()
-                and tokenizer.encode(text, add_special_tokens=False) == [i]]
-        if len(free) < 16:  # a tokenizer without whole-word tokens: anything but markup
-            free = [i for i, text in texts.items() if "<" not in text and ">" not in text]
-        self.free_bias = torch.full((config.get_vocab_size(),), float("-inf"), device=self.device)
-        self.free_bias[torch.tensor(free, device=self.device)] = 0.0
-        self.end = tokenizer.eos_token_id
-
     @classmethod
     def validate_params(cls, params) -> None:
-        script = (params.extra_args or {}).get("forced_reply")
-        if script is not None and not all(isinstance(s, list) or isinstance(s, int) and s > 0 for s in script):
-            raise ValueError(f"forced_reply must hold lists of token ids and counts of free tokens, got {script!r}")
+        validate_script(params)
 
     def is_argmax_invariant(self) -> bool:
         return False
@@ -135,11 +159,10 @@ class ForcedReplyProcessor(LogitsProcessor):
             script = (params.extra_args or {}).get("forced_reply")
             if script is None:
                 self.plans.pop(row, None)
-            else:  # one entry per position: a forced id, or -1 for a free token
+            else:
                 if self.free_bias is None:
-                    self._vocabulary()
-                plan = [t for part in script for t in (part if isinstance(part, list) else [-1] * part)]
-                self.plans[row] = (plan + [self.end], output_ids)
+                    self.free_bias, self.end = free_token_bias(self.model_config, self.device)
+                self.plans[row] = (forced_plan(script, self.end), output_ids)
         for a, b, direction in batch_update.moved:
             a_plan, b_plan = self.plans.pop(a, None), self.plans.pop(b, None)
             if a_plan is not None:
@@ -153,7 +176,7 @@ class ForcedReplyProcessor(LogitsProcessor):
         free_rows, forced_rows, forced_ids = [], [], []
         for row, (plan, output_ids) in self.plans.items():
             token = plan[min(len(output_ids), len(plan) - 1)]
-            if token < 0:
+            if token == FREE:
                 free_rows.append(row)
             else:
                 forced_rows.append(row)
@@ -168,26 +191,124 @@ class ForcedReplyProcessor(LogitsProcessor):
         return logits
 
 
+class ForcedReplyProcessorV2(RunnerV2LogitsProcessor):
+    """`ForcedReplyProcessor` for vLLM's V2 model runner. State is per request slot: the plans live in a
+    (slots, longest plan) table on the device, and a row's position in its plan is the request's output
+    length (`total_len - prompt_len`, plus the row's offset under speculative decoding), read on the device,
+    so a step costs no host sync. `apply` sees every row of the batch; rows of requests without a plan are
+    left as they are."""
+
+    def __init__(self, vllm_config, req_states: LogitsProcRequestState):
+        self.model_config = vllm_config.model_config
+        self.req_states = req_states
+        self.device = req_states.device
+        self.free_bias: torch.Tensor | None = None  # built on first use
+        self.end: int | None = None
+        self.plan_lengths = np.zeros(req_states.max_num_reqs, dtype=np.int64)  # 0: the slot has no plan
+        self.plans = np.full((req_states.max_num_reqs, 1), FREE, dtype=np.int64)
+        self.device_plans: torch.Tensor | None = None
+        self.device_lengths: torch.Tensor | None = None
+        self.stale = True  # host tables changed since the last copy to the device
+
+    @classmethod
+    def validate_params(cls, sampling_params) -> None:
+        validate_script(sampling_params)
+
+    def add_request(self, req_idx: int, sampling_params) -> bool:
+        script = (sampling_params.extra_args or {}).get("forced_reply")
+        if script is None:
+            if self.plan_lengths[req_idx]:
+                self.plan_lengths[req_idx] = 0
+                self.stale = True
+            return False
+        if self.free_bias is None:
+            self.free_bias, self.end = free_token_bias(self.model_config, self.device)
+        plan = forced_plan(script, self.end)
+        if len(plan) > self.plans.shape[1]:
+            wider = np.full((self.plans.shape[0], len(plan)), FREE, dtype=np.int64)
+            wider[:, :self.plans.shape[1]] = self.plans
+            self.plans = wider
+        self.plans[req_idx, :len(plan)] = plan
+        self.plan_lengths[req_idx] = len(plan)
+        self.stale = True
+        return True
+
+    def apply_staged_writes(self) -> None:
+        if self.stale:
+            self.device_plans = torch.from_numpy(self.plans).to(self.device)
+            self.device_lengths = torch.from_numpy(self.plan_lengths).to(self.device)
+            self.stale = False
+
+    def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
+        if not self.plan_lengths[ctx.idx_mapping_np].any():
+            return logits
+        slots = ctx.expanded_idx_mapping.long()
+        lengths = self.device_lengths[slots]
+        done = (self.req_states.total_len.gpu[slots] - self.req_states.prompt_len.gpu[slots]
+                + ctx.expanded_local_pos).long()
+        position = torch.minimum(done.clamp(min=0), (lengths - 1).clamp(min=0))
+        token = self.device_plans[slots, position]
+        planned = lengths > 0
+        free = (planned & (token == FREE))[:, None]
+        forced = (planned & (token != FREE))[:, None]
+        only_token = torch.full_like(logits, float("-inf")).scatter_(1, token.clamp(min=0)[:, None], 0.0)
+        return torch.where(forced, only_token, torch.where(free, logits + self.free_bias, logits))
+
+
+def available_memory_share(requested: float, wait_s: float = 60.0, margin: float = 0.02) -> float:
+    """The GPU memory share an engine started now in this process can have: `requested`, once that much is free.
+    vLLM refuses to start when less than its share of the card is free. A second engine in one process (a judge
+    after the evaluated model) finds memory that the first one's worker frees only as it exits, and this process's
+    own cached blocks (the tools' kernels); both are released here, waiting up to `wait_s` for the worker. If still
+    less is free, the share shrinks to what is (less a margin), with a note: a smaller KV cache, same results."""
+    if not torch.cuda.is_available():
+        return requested
+    import gc
+
+    gc.collect()
+    torch.cuda.empty_cache()
+    deadline = time.monotonic() + wait_s
+    free, total = torch.cuda.mem_get_info()
+    while free < requested * total and time.monotonic() < deadline:
+        time.sleep(0.5)
+        free, total = torch.cuda.mem_get_info()
+    if free >= requested * total:
+        return requested
+    share = int((free / total - margin) * 100) / 100
+    if share < 0.05:
+        raise RuntimeError(f"only {free / 2**30:.1f} of {total / 2**30:.1f} GiB of GPU memory is free, too little for "
+                           f"another vLLM engine; is another process using this GPU? (nvidia-smi lists them)")
+    print(f"note: {free / 2**30:.1f} of {total / 2**30:.1f} GiB of GPU memory is free; the new engine gets a "
+          f"{share:.2f} share instead of {requested:.2f} (a smaller KV cache, the same results)", flush=True)
+    return share
+
+
 class VLLMEngineBackend:
     name = "vllm"
 
     def __init__(self, model: str, max_model_len: int = 16384, limit_images: int = 16, dtype: str = "auto",
                  seed: int = 0, tensor_parallel_size: int = 1,
                  gpu_memory_utilization: float = 0.9, max_num_seqs: int | None = None,
-                 mm_processor_kwargs: dict | None = None, **engine_kwargs):
+                 mm_processor_kwargs: dict | None = None, forced_replies: bool = False, **engine_kwargs):
+        """`forced_replies`: accept `Sampling.script` (smoke runs of random-weight models); the forcing logits
+        processor is registered only then, so a real model's engine runs with vLLM's own sampler alone."""
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
         from transformers import AutoProcessor
         from vllm import LLM
+        from vllm.engine.arg_utils import EngineArgs
         from vllm.exceptions import VLLMClientError
 
         optional = {"max_num_seqs": max_num_seqs, "mm_processor_kwargs": mm_processor_kwargs}
+        args = EngineArgs(model=model, max_model_len=max_model_len, dtype=dtype, seed=seed,
+                          limit_mm_per_prompt={"image": limit_images, "video": 0},
+                          tensor_parallel_size=tensor_parallel_size,
+                          gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
+                          **{k: v for k, v in optional.items() if v is not None}, **engine_kwargs)
+        if forced_replies:  # the runner that this configuration selects decides the processor's interface
+            args.logits_processors = [forced_reply_processor(args.create_engine_config())]
+        self.forced_replies = forced_replies
         children_before = {child.pid for child in psutil.Process().children()}
-        self.llm = LLM(model=model, max_model_len=max_model_len, dtype=dtype, seed=seed,
-                       limit_mm_per_prompt={"image": limit_images, "video": 0},
-                       tensor_parallel_size=tensor_parallel_size,
-                       gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
-                       logits_processors=[ForcedReplyProcessor],
-                       **{k: v for k, v in optional.items() if v is not None}, **engine_kwargs)
+        self.llm = LLM(**vars(args))  # what vLLM's LLM.from_engine_args does
         self.engine = self.llm.llm_engine
         self._client_error = VLLMClientError  # a request vLLM refuses (too long, bad parameters)
         from vllm.platforms import current_platform
@@ -223,6 +344,8 @@ class VLLMEngineBackend:
             seeded = sampling if self.request_seeds else replace(sampling, seed=None)
             params = self._params(seeded, prompt.stop)
             if sampling.script:
+                if not self.forced_replies:
+                    raise ValueError("a scripted reply needs an engine started with forced_replies=True")
                 tokenizer = self.processor.tokenizer
                 params.extra_args = {"forced_reply": [part if isinstance(part, int)
                                                       else tokenizer.encode(part, add_special_tokens=False)

@@ -32,6 +32,7 @@ submit() {  # submit NAME [sbatch arguments]: prints the job id (in a dry run, t
     fi
 }
 
+if [ -z "${DRY_RUN:-}" ]; then mkdir -p logs; fi  # every job's log goes there, and Slurm does not create it
 after=()
 if [ ! -d "${DATA}/agentic" ] || [ ! -d "${DATA}/direct" ]; then
     after+=("$(submit tirlab-pilot-data --ntasks=1 --cpus-per-task=32 --time=2:00:00 \

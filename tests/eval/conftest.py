@@ -37,7 +37,8 @@ def tiny_engine(tiny_model_dir):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
         # 32k: VTC-Bench's 35 tool schemas alone are ~14k tokens of the tiny tokenizer
-        backend = VLLMEngineBackend(str(tiny_model_dir), max_model_len=32768, limit_images=4, dtype="float32")
+        backend = VLLMEngineBackend(str(tiny_model_dir), max_model_len=32768, limit_images=4, dtype="float32",
+                                    forced_replies=True)
     # the engine moved this process off its worker's cores; the session's other tests start servers and runs
     # in subprocesses, which would inherit that: give it every core back
     pin_threads(psutil.Process(), cores)

@@ -230,3 +230,24 @@ def test_the_engine_reports_the_stop_string_that_ended_a_reply(tiny_engine):
     assert (done["stopped"].reply, done["stopped"].stop, done["stopped"].truncated) == ("<code>print(1)", "</code>", False)
     assert (done["ended"].reply, done["ended"].stop) == ("<code>print(1)</code>", None)
     assert done["cut"].truncated and done["cut"].stop is None
+
+
+def test_hf_generate_samples_as_asked_whatever_the_checkpoints_generation_config(tiny_model_dir, tmp_path, tasks):
+    """A checkpoint's generation_config.json (Qwen2.5-VL's sets top_k 1 and a repetition penalty) must not change
+    how the HF backend samples: the same seeded request gives the same reply with and without one."""
+    import json
+    import shutil
+
+    shipped = tmp_path / "with-generation-config"
+    shutil.copytree(tiny_model_dir, shipped)
+    config = json.loads((shipped / "generation_config.json").read_text())
+    config.update(top_k=1, top_p=0.5, temperature=0.1, repetition_penalty=1.3, do_sample=True)
+    (shipped / "generation_config.json").write_text(json.dumps(config))
+    sampling = Sampling(max_tokens=16, temperature=1.0, seed=3)
+    prompt = toolboxes(PROFILE)(tasks[0], "tools").start(PROFILE, tasks[0].question, tasks[0].images).prompt()
+    replies = {}
+    for name, model in (("plain", tiny_model_dir), ("configured", shipped)):
+        backend = HFGenerateBackend(str(model), dtype="float32")
+        backend.submit("k", prompt, sampling)
+        replies[name] = backend.poll()[0][1].reply
+    assert replies["configured"] == replies["plain"] and len(replies["plain"].split()) > 1

@@ -1,6 +1,7 @@
 """OpenAIHTTPBackend against real servers on 127.0.0.1: `transformers serve` with a tiny model fine-tuned to call
-tools (conftest.py), and a scripted `http.server` for what a healthy server never does (errors, stalls,
-broken bodies) and for what only the server side can see (concurrency, the request bodies)."""
+tools (conftest.py; a strict server: `api="openai"`), and a scripted `http.server` for what a healthy server
+never does (errors, stalls, broken bodies) and for what only the server side can see (concurrency, the request
+bodies). A real vLLM server: test_vllm_server.py."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from runtime.toolbox import ToolBox
 PROFILE = PROFILES["qwen2_5_vl"]
 GREEDY = Sampling(max_tokens=48)
 FAST_RETRIES = dict(retries=2, backoff_s=0.01)
+STRICT = "openai"  # `transformers serve` refuses the fields only vLLM knows
 HELD_OUT_SEEDS = (5000, 5001, 5002)  # the tool caller was trained on seeds 0-95
 
 
@@ -52,7 +54,8 @@ def one(backend: OpenAIHTTPBackend, prompt: Prompt, sampling: Sampling = GREEDY)
 
 def test_round_trip_with_an_image_returns_the_servers_parsed_tool_call(transformers_server):
     prompt = first_prompt(HELD_OUT_SEEDS[0])
-    with OpenAIHTTPBackend(transformers_server.base_url, transformers_server.model, send_stop=False) as backend:
+    with OpenAIHTTPBackend(transformers_server.base_url, transformers_server.model, send_stop=False,
+                           api=STRICT) as backend:
         completion = one(backend, prompt)
         without_image = one(backend, Prompt([{"role": m["role"], "content": [p for p in m["content"]
                                                                             if p["type"] == "text"]}
@@ -68,7 +71,7 @@ def test_round_trip_with_an_image_returns_the_servers_parsed_tool_call(transform
 
 def test_text_replies_give_the_model_text_back(transformers_server):
     with OpenAIHTTPBackend(transformers_server.base_url, transformers_server.model, send_stop=False,
-                           text_replies=True) as backend:
+                           text_replies=True, api=STRICT) as backend:
         completion = one(backend, first_prompt(HELD_OUT_SEEDS[0]))
     assert completion.error is None
     assert completion.reply.startswith('<tool_call>\n{"name": "rotate", "arguments": {"degree": ')
@@ -82,7 +85,7 @@ def test_episodes_call_tools_and_answer(transformers_server):
     toolbox = ToolBox(samples[0].toolset)
     episodes = {str(i): toolbox.start(PROFILE, s.question, [s.image]) for i, s in enumerate(samples)}
     with OpenAIHTTPBackend(transformers_server.base_url, transformers_server.model, concurrency=2, send_stop=False,
-                           text_replies=True) as backend:
+                           text_replies=True, api=STRICT) as backend:
         for key, episode in episodes.items():
             backend.submit(key, episode.prompt(), GREEDY)
         while backend.in_flight():
@@ -109,17 +112,33 @@ def test_a_field_the_server_refuses_is_not_retried_and_names_the_servers_message
     prompt = Prompt([{"role": "user", "content": [{"type": "text", "text": "hi"}]},
                      {"role": "assistant", "content": [{"type": "text", "text": "<answer>"}]}], [],
                     continue_final_message=True)
-    with OpenAIHTTPBackend(transformers_server.base_url, transformers_server.model, send_stop=False,
+    with OpenAIHTTPBackend(transformers_server.base_url, transformers_server.model, send_stop=False, api=STRICT,
                            **FAST_RETRIES) as backend:
         completion = one(backend, prompt)
     assert completion.reply == "" and completion.error.startswith("HTTP 422 from ")
     assert "Unexpected fields" in completion.error and "continue_final_message" in completion.error
 
 
+def test_a_strict_server_refuses_the_sampling_fields_only_vllm_knows(transformers_server):
+    """Why `api="openai"` exists: vLLM's sampling fields, sent in full for a vLLM server, are unknown to a
+    strict server. There the backend refuses a sampling that needs them at submit, before anything is sent."""
+    with OpenAIHTTPBackend(transformers_server.base_url, transformers_server.model, send_stop=False, api="vllm",
+                           **FAST_RETRIES) as backend:
+        completion = one(backend, first_prompt(HELD_OUT_SEEDS[0]))
+    assert completion.reply == "" and completion.error.startswith("HTTP 422 from ")
+    assert "Unexpected fields" in completion.error and "top_k" in completion.error
+    with OpenAIHTTPBackend(transformers_server.base_url, transformers_server.model, send_stop=False,
+                           api=STRICT) as backend:
+        with pytest.raises(ValueError, match=r"speaks the OpenAI API only \(api='openai'\), which has no top_k=1"):
+            backend.submit("k", first_prompt(HELD_OUT_SEEDS[0]), replace(GREEDY, top_k=1))
+        assert backend.in_flight() == 0
+
+
 def test_transformers_serve_fails_stop_strings_on_a_vlm(transformers_server):
     """The quirk `send_stop=False` works around; when this fails, transformers fixed it: drop the advice.
     The server answers 500, or, on a retry over the same connection, sometimes resets it: its log names the cause."""
-    with OpenAIHTTPBackend(transformers_server.base_url, transformers_server.model, **FAST_RETRIES) as backend:
+    with OpenAIHTTPBackend(transformers_server.base_url, transformers_server.model, api=STRICT,
+                           **FAST_RETRIES) as backend:
         completion = one(backend, first_prompt(HELD_OUT_SEEDS[1]))
     assert completion.error.startswith("3 attempt(s) failed; the last: ")
     assert ("HTTP 500 from " in completion.error) or ("Connection reset" in completion.error), completion.error
@@ -312,7 +331,8 @@ def test_truncation_and_text_replies(scripted):
 
 def test_the_request_body(scripted):
     """Images as PNG data URLs in order, messages as the protocol wrote them, tools, at most 4 stop strings, and
-    vLLM's extra fields only when they are not at their defaults."""
+    for a vLLM server (`api="vllm"`) every sampling field, at its value even when that is vLLM's default: a
+    field left out is one vLLM's server fills from the checkpoint's generation_config.json."""
     rng = np.random.default_rng(0)
     images = [rng.integers(0, 256, (8 + i, 12, 3), dtype=np.uint8) for i in range(2)]
     tools = [{"type": "function", "function": {"name": "rotate", "parameters": {"type": "object"}}}]
@@ -324,11 +344,13 @@ def test_the_request_body(scripted):
                 {"role": "assistant", "content": [{"type": "text", "text": "<answer>"}]}]
     prompt = Prompt(messages, images, tools=tools, continue_final_message=True, stop=tuple("abcdef"))
     server = scripted()
-    with OpenAIHTTPBackend(server.url, "the-model", api_key="secret", extra_body={"priority": 1}) as backend:
+    with OpenAIHTTPBackend(server.url, "the-model", api_key="secret", extra_body={"priority": 1},
+                           api="vllm") as backend:
         one(backend, prompt, Sampling(max_tokens=9, temperature=0.5, top_p=0.9, top_k=5, repetition_penalty=1.1,
-                                      seed=3, regex="A|B"))
+                                      presence_penalty=0.5, seed=3, regex="A|B"))
         one(backend, text_prompt("plain"))
-    (tuned, plain) = [r["body"] for r in server.requests]
+        one(backend, text_prompt("top_k -1"), replace(GREEDY, top_k=-1))
+    (tuned, plain, minus_one) = [r["body"] for r in server.requests]
     assert server.requests[0]["headers"]["Authorization"] == "Bearer secret"
     urls = [part["image_url"]["url"] for m in tuned["messages"] if isinstance(m["content"], list)
             for part in m["content"] if part["type"] == "image_url"]
@@ -339,10 +361,56 @@ def test_the_request_body(scripted):
     assert tuned["messages"][2] == messages[2]
     assert {k: v for k, v in tuned.items() if k != "messages"} == {
         "model": "the-model", "tools": tools, "stop": ["a", "b", "c", "d"], "max_tokens": 9, "temperature": 0.5,
-        "top_p": 0.9, "top_k": 5, "repetition_penalty": 1.1, "seed": 3, "structured_outputs": {"regex": "A|B"},
+        "top_p": 0.9, "top_k": 5, "min_p": 0.0, "repetition_penalty": 1.1, "presence_penalty": 0.5,
+        "frequency_penalty": 0.0, "seed": 3, "structured_outputs": {"regex": "A|B"},
         "continue_final_message": True, "add_generation_prompt": False, "priority": 1}
     assert {k: v for k, v in plain.items() if k != "messages"} == {
-        "model": "the-model", "max_tokens": GREEDY.max_tokens, "temperature": 0.0, "top_p": 1.0, "priority": 1}
+        "model": "the-model", "max_tokens": GREEDY.max_tokens, "temperature": 0.0, "top_p": 1.0, "top_k": 0,
+        "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "priority": 1}
+    assert minus_one["top_k"] == 0  # vLLM's "off" (it also takes -1, "quietly", as its source says)
+
+
+def test_the_request_body_for_a_strict_server(scripted):
+    """`api="openai"`, the default: the OpenAI API's fields only; presence_penalty when set. A sampling only vLLM
+    can do is refused at submit with what it needs, and nothing is sent."""
+    server = scripted()
+    with OpenAIHTTPBackend(server.url, "the-model") as backend:
+        assert backend.api == "openai"
+        one(backend, text_prompt("tuned"), Sampling(max_tokens=9, temperature=0.5, top_p=0.9, presence_penalty=0.5,
+                                                    seed=3))
+        one(backend, text_prompt("plain"))
+        for sampling, refused in [(replace(GREEDY, top_k=5), "top_k=5"),
+                                  (replace(GREEDY, repetition_penalty=1.1), "repetition_penalty=1.1"),
+                                  (replace(GREEDY, regex="A|B"), "regex"),
+                                  (replace(GREEDY, top_k=2, regex="A"), "top_k=2, regex")]:
+            with pytest.raises(ValueError, match=f"{server.url} speaks the OpenAI API only .*which has no {refused}"):
+                backend.submit("k", text_prompt("refused"), sampling)
+            with pytest.raises(ValueError, match="has no"):
+                backend.body(text_prompt("refused"), sampling)
+        assert backend.in_flight() == 0
+    (tuned, plain) = [r["body"] for r in server.requests]
+    assert {k: v for k, v in tuned.items() if k != "messages"} == {
+        "model": "the-model", "max_tokens": 9, "temperature": 0.5, "top_p": 0.9, "presence_penalty": 0.5, "seed": 3}
+    assert {k: v for k, v in plain.items() if k != "messages"} == {
+        "model": "the-model", "max_tokens": GREEDY.max_tokens, "temperature": 0.0, "top_p": 1.0}
+    with pytest.raises(ValueError, match=r"api must be one of \('vllm', 'openai'\)"):
+        OpenAIHTTPBackend(server.url, "m", api="sglang")
+
+
+@pytest.mark.parametrize("api", ["vllm", "openai"])
+def test_the_eval_config_names_the_servers_api(api):
+    """`--backend openai --api ...` reaches the backend (eval/run_vllm.py); vLLM's is the default."""
+    from eval.config import EvalConfig
+    from eval.presets import get_preset
+    from eval.run_vllm import _backend
+
+    assert EvalConfig().api == "vllm"
+    config = EvalConfig(model="m", backend="openai", base_url="http://127.0.0.1:1/v1", api=api)
+    backend = _backend(config, get_preset("qwen2.5-vl"), [])
+    try:
+        assert isinstance(backend, OpenAIHTTPBackend) and backend.api == api
+    finally:
+        backend.close()
 
 
 def test_a_prompt_whose_images_do_not_match_its_placeholders_is_refused_at_submit(scripted):

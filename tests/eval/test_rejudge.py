@@ -73,3 +73,22 @@ def test_the_run_directory_must_be_a_finished_run_and_the_target_a_new_one(judge
     assert "is not a finished run directory" in capsys.readouterr().err
     assert main(["rejudge", "--judge_model", "m"]) == 2
     assert "usage: python eval/run_vllm.py rejudge RUN_DIR" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("api", ["openai", "vllm"])
+def test_a_judge_server_is_asked_in_the_api_it_understands(judged_run, tmp_path, api):
+    """--judge_api: a vLLM judge server gets every sampling field (none filled from the judge checkpoint's
+    generation_config.json), a strict one (OpenAI) only the OpenAI API's."""
+    from tests.eval.test_openai_http import ScriptedServer
+
+    server = ScriptedServer()
+    try:
+        rejudge(judged_run.path, {"judge_model": "judge", "judge_base_url": server.url, "judge_api": api,
+                                  "out": str(tmp_path / f"judged-{api}")})
+    finally:
+        server.close()
+    bodies = [request["body"] for request in server.requests]
+    assert len(bodies) == 12
+    vllm_fields = {"top_k", "min_p", "repetition_penalty", "frequency_penalty"}
+    assert all((vllm_fields <= set(body)) is (api == "vllm") for body in bodies)
+    assert all(not (vllm_fields & set(body)) for body in bodies) is (api == "openai")

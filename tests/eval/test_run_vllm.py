@@ -111,6 +111,7 @@ def test_resuming_with_another_configuration_is_refused(tmp_path):
     (dict(shard="3/3"), "--shard must be 'i/n'"),
     (dict(shard="half"), "--shard must be 'i/n'"),
     (dict(backend="openai"), "needs --base_url"),
+    (dict(backend="openai", base_url="http://127.0.0.1:8000/v1", api="sglang"), "--api must be 'vllm' or 'openai'"),
     (dict(suite="missing.jsonl"), "neither"),
     (dict(force_tool_calls=2, backend="hf"), "needs --backend vllm"),
     (dict(suite="visualtoolbench", critical="all"), "--critical must be 'weight' or 'flag'"),
@@ -166,7 +167,8 @@ def test_a_run_against_transformers_serve_calls_tools_and_judges(transformers_se
                   category="judged", toolset=tasks[0].toolset)
     suite = write_jsonl_suite([*tasks, judged], tmp_path / "suite" / "tasks.jsonl")
     config = EvalConfig(model=transformers_server.model, backend="openai", base_url=transformers_server.base_url,
-                        suite=str(suite), send_stop=False, max_tokens=64, concurrency=4, out=str(tmp_path / "run"),
+                        api="openai", suite=str(suite), send_stop=False, max_tokens=64, concurrency=4,
+                        out=str(tmp_path / "run"),
                         judge_model=transformers_server.model, judge_base_url=transformers_server.base_url)
     evaluate(resolve(config))
     records = {r["id"]: r for r in _records(tmp_path / "run")}

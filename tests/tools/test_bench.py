@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.bench import CASES
+from tools.bench import CASES, MEMORY_BOUND_OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,13 +53,36 @@ def test_quick_cpu(tmp_path):
 @pytest.mark.parametrize("cases", [["rotate", "blur", "equalize", "threshold"]])
 def test_quick_batched_path_on_cpu(tmp_path, cases):
     """The GPU part's code (resident tensors, numpy in/out, bandwidth) run on torch's CPU device."""
-    _, report = run_bench(tmp_path, "--torch-device", "cpu", "--device-only", "--batches", "2", "--cases", *cases)
+    stdout, report = run_bench(tmp_path, "--torch-device", "cpu", "--device-only", "--batches", "2", "--cases", *cases,
+                               "--bandwidth")
     rows = report["rows"]
     assert {r["case"] for r in rows} == set(cases)
     for r in rows:
         assert set(r["checks"]) == {"gpu_resident", "gpu_numpy"} and all(r["checks"].values()), r["errors"]
         assert r["gpu_resident_ips"] > 0 and r["gpu_numpy_ips"] > 0 and r["gpu_bandwidth"] > 0
         assert "cpu_ips" not in r
+    # the memory-bound ops on a resident batch: checked against OpenCV, then timed with a copy for scale
+    bandwidth = report["bandwidth"]
+    assert (bandwidth["size"], bandwidth["batch"]) == (64, 2) and bandwidth["errors"] == {}
+    assert set(bandwidth["results"]) == {"copy"} | {f"{op}_{how}" for op, _ in MEMORY_BOUND_OPS
+                                                    for how in ("kernel", "executor")}
+    assert all(r["bytes_per_s"] > 0 for r in bandwidth["results"].values())
+    assert bandwidth["results"]["copy"]["share_of_copy"] == 1.0
+    assert bandwidth["best_kernel_share"] is None and bandwidth["pass"] is None  # no peak for a CPU
+    assert "### Memory bandwidth" in stdout and report["summary"]["bandwidth"]["pass"] is None
+
+
+def test_bandwidth_needs_a_torch_device():
+    import torch
+
+    from tools import bench
+
+    if torch.cuda.is_available():
+        pytest.skip("with CUDA the torch device defaults to cuda")
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--bandwidth"])
+    args = bench.parse_args(["--bandwidth", "--torch-device", "cpu", "--sizes", "64", "128", "--batches", "3"])
+    assert (args.bandwidth_size, args.bandwidth_batch) == (128, 3)
 
 
 class _Props:

@@ -109,12 +109,14 @@ def test_batched_crop_zoom_with_different_boxes_equals_per_call():
 @pytest.fixture
 def rotate_spy():
     base = REGISTRY["rotate"]
-    state = {"launches": [], "fail_on": set()}
+    state = {"launches": [], "fail_on": set(), "out_of_memory": False}
 
     def torch_fn(batch, **kwargs):
         state["launches"].append((batch.shape[0], tuple(kwargs["angle"])))
         if state["fail_on"] & set(kwargs["angle"]):
             raise RuntimeError("spy: this angle is cursed")
+        if state["out_of_memory"]:
+            raise torch.OutOfMemoryError("spy: CUDA out of memory. Tried to allocate 2.00 GiB")
         return base.torch(batch, **kwargs)
 
     op = register(dataclasses.replace(base, name="_test_rotate_spy", torch=torch_fn))
@@ -166,6 +168,25 @@ def test_failing_launch_falls_back_to_one_by_one(rotate_spy):
     assert results[2].image is None
     for k in (0, 1, 3):
         _assert_same(results[k], Executor("cpu").run([ToolCall("rotate", image, {"angle": angles[k]})])[0], f"angle {angles[k]}")
+
+
+@pytest.mark.parametrize("cursed", [set(), {150.0}])
+def test_out_of_device_memory_runs_the_calls_on_the_host_not_as_tool_errors(rotate_spy, cursed):
+    """The GPU is shared with the model's engine in evaluation: a launch it has no memory for runs through the
+    OpenCV reference, so the model gets the tool's result, and the executor counts and warns. With a bad call in
+    the group, the calls are launched one by one and each that runs out of memory goes to the host."""
+    image = demo_image(48, 64, seed=11)
+    angles = [30, -30, 150, 210]
+    rotate_spy["out_of_memory"], rotate_spy["fail_on"] = True, cursed
+    executor = Executor("cpu")
+    with pytest.warns(RuntimeWarning, match="ran out of memory on cpu and ran through OpenCV on the host"):
+        results = executor.run([ToolCall("_test_rotate_spy", image, {"angle": a}) for a in angles])
+    reference = Executor("opencv").run([ToolCall("rotate", image, {"angle": a}) for a in angles])
+    on_host = [k for k, angle in enumerate(angles) if angle not in cursed]
+    assert executor.host_fallbacks == len(on_host)
+    assert [r.ok for r in results] == [k in on_host for k in range(len(angles))]
+    for k in on_host:
+        np.testing.assert_array_equal(results[k].image, reference[k].image)
 
 
 def test_bad_calls_do_not_fail_the_batch():

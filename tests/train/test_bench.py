@@ -29,3 +29,25 @@ def test_the_benchmark_prints_its_table(capsys):
     main(["--batch", "2", "--steps", "2", "--skip", "1", "--workers", "0"])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 0 |")]
     assert len(rows) == 1 and "<= 5%" in rows[0] and rows[0].count("%") == 3  # collate, data wait, target
+
+
+def test_the_step_timer_waits_for_queued_device_work_before_each_timestamp(monkeypatch):
+    """On a GPU the step's kernels finish after on_step_end is called: the timer syncs first, so their time is
+    the step's compute, not the next step's data wait. Here `sync` stands for the device finishing one
+    second of queued work."""
+    from types import SimpleNamespace
+
+    from train.bench import StepTimer
+
+    clock = [0.0]
+    monkeypatch.setattr("train.bench.time.perf_counter", lambda: clock[0])
+
+    def device_finishes_queued_work():
+        clock[0] += 1.0
+
+    timer = StepTimer(sync=device_finishes_queued_work)
+    for step in range(3):
+        timer.on_step_begin(None, SimpleNamespace(num_input_tokens_seen=10 * step), None)
+        timer.on_step_end(None, SimpleNamespace(num_input_tokens_seen=10 * (step + 1)), None)
+    result = timer.result(skip=1)
+    assert result["step_s"] == 2.0 and result["data_wait_share"] == 0.5  # 1 s compute, 1 s wait (the begin sync)

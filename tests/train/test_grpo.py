@@ -283,3 +283,81 @@ def test_the_rollout_benchmark_prints_both_ratios(capsys):
     assert "| tools, batched |" in shown and shown.count("x PASS") + shown.count("x miss") == 2
     assert set(result["ratios"]) == {"no tools, batched", "tools, one episode at a time"}
     assert all(ratio > 0 for ratio in result["ratios"].values())
+
+
+class FakeVLLM:
+    """TRL's VLLMGeneration as the generator sees it: records what each generate call was given."""
+
+    def __init__(self):
+        self.calls, self.generation_kwargs, self.max_completion_length = [], None, None
+
+    def generate(self, prompts, images, num_generations):
+        self.calls.append((len(prompts), self.max_completion_length))
+        completions = [[7] * self.max_completion_length for _ in prompts]
+        return None, completions, None, None
+
+
+class FakeAccelerator:
+    """Two processes; the other one has `other` (prompts waiting, token limit) in every round."""
+
+    def __init__(self, other):
+        self.num_processes, self.device, self.other, self.reductions = 2, "cpu", other, 0
+
+    def reduce(self, tensor, reduction):
+        self.reductions += 1
+        waiting, limit = self.other.pop(0) if self.other else (0, 1)
+        return torch.maximum(tensor, torch.tensor([waiting, limit]))
+
+
+def _generator(mode: str, tensor_parallel: int, other):
+    from types import SimpleNamespace
+
+    from train.rollout import VLLMGenerator
+
+    trainer = SimpleNamespace(vllm_generation=FakeVLLM(), accelerator=FakeAccelerator(other), eos_token_ids=[2],
+                              processing_class=SimpleNamespace(tokenizer=SimpleNamespace(eos_token_id=2)),
+                              args=SimpleNamespace(vllm_mode=mode, vllm_tensor_parallel_size=tensor_parallel))
+    return VLLMGenerator(trainer, suppressed=[]), trainer
+
+
+def test_colocated_vllm_with_tensor_parallel_1_generates_only_its_own_prompts():
+    """Each process's colocated engine is its own: no fillers, no shared token limit, no wait for the others."""
+    generator, trainer = _generator("colocate", 1, other=[(8, 512)] * 4)
+    generated = generator([([1, 2, 3], [])] * 3, [16, 4, 9])
+    generator.finish()
+    assert trainer.vllm_generation.calls == [(3, 16)] and trainer.accelerator.reductions == 0
+    assert [len(g.ids) for g in generated] == [16, 4, 9]
+
+
+@pytest.mark.parametrize("mode,tensor_parallel", [("server", 1), ("colocate", 2)])
+def test_collective_vllm_modes_join_every_round_at_the_busiest_process_size(mode, tensor_parallel):
+    """Server mode and colocated tensor parallelism slice gathered prompts by position: every process generates
+    as many prompts as the busiest, at the longest limit, until no process has an episode waiting."""
+    generator, trainer = _generator(mode, tensor_parallel, other=[(5, 64), (2, 32)])
+    generated = generator([([1, 2, 3], [])] * 3, [16, 4, 9])
+    generator.finish()  # the other process still has a round; then nobody has
+    assert trainer.vllm_generation.calls == [(5, 64), (2, 32)]
+    assert [len(g.ids) for g in generated] == [16, 4, 9]
+
+
+def test_the_documented_grpo_server_command_has_every_flag_trls_client_needs():
+    """TRL's `build_command` (the `trl vllm-serve` command line) imposes the server settings its client relies
+    on; the command docs/rl.md gives must carry each of them, with its value."""
+    import re
+    import shlex
+
+    from trl.scripts.vllm_serve import ScriptArguments, build_command
+
+    text = (ROOT / "docs" / "rl.md").read_text()
+    block = re.search(r"```bash\n\s*(VLLM_SERVER_DEV_MODE=1 vllm serve .*?)```", text, re.S)
+    assert block, "docs/rl.md shows no `VLLM_SERVER_DEV_MODE=1 vllm serve` command"
+    documented = shlex.split(block.group(1).replace("\\\n", " "))
+    built = build_command(ScriptArguments(model="M"))
+    imposed = built[built.index("--enable-scale-out"):]  # what TRL adds beyond translating its own arguments
+    assert imposed[0] == "--enable-scale-out" and "--weight-transfer-config" in imposed
+    for k, flag in enumerate(imposed):
+        if flag.startswith("--"):
+            assert flag in documented, f"docs/rl.md's server command lacks {flag}"
+            value = imposed[k + 1] if k + 1 < len(imposed) and not imposed[k + 1].startswith("--") else None
+            if value is not None:
+                assert documented[documented.index(flag) + 1] == value, flag
