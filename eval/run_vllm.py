@@ -223,6 +223,7 @@ def evaluate(config: EvalConfig, backend=None) -> list[dict]:
         print(f"report: {run.path / 'report.md'}")
         _print_headline(summary)
     else:
+        run.mark_done()
         print(f"shard {config.shard} done; after every shard: python eval/run_vllm.py merge {config.out}")
     return records
 

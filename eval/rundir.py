@@ -5,6 +5,7 @@
       records.jsonl                one record per (task, mode); records.shard-<i>-of-<n>.jsonl when sharded
                                    (one split per directory: `merge` joins its shards into records.jsonl)
       judgments.jsonl              what an LLM judge later decided about a record (its score fields), by (task, mode)
+      done.shard-<i>-of-<n>        shard i finished (recorded and judged every task); merge waits for all
       images/<hash>.png            every image of every trajectory, stored once
       report.md, summary.json, plots/
 
@@ -46,6 +47,15 @@ class RunDir:
     def judgments_path(self) -> Path:
         return self._shard_file("judgments")
 
+    @property
+    def done_path(self) -> Path:
+        """Written when a shard has recorded and judged all its tasks; `merge` waits for every shard's."""
+        index, count = self.shard
+        return self.path / f"done.shard-{index}-of-{count}"
+
+    def mark_done(self) -> None:
+        _write_atomic(self.done_path, "")
+
     def _shard_file(self, kind: str) -> Path:
         index, count = self.shard
         return self.path / (f"{kind}.jsonl" if count == 1 else f"{kind}.shard-{index}-of-{count}.jsonl")
@@ -54,21 +64,26 @@ class RunDir:
         """Create the directory, or check that it holds this same run; returns the (task id, mode) pairs
         already recorded in this shard."""
         config_path = self.path / "config.json"
-        if config_path.exists() and not overwrite:
-            previous = json.loads(config_path.read_text())
-            # a key only one side has comes from another tirlab version: it cannot have been set differently
-            changed = sorted(k for k in set(previous) & set(config) if k not in RESUMABLE and previous[k] != config[k])
-            if changed:
-                raise ValueError(f"{self.path} holds a run with a different configuration ({', '.join(changed)}); "
-                                 "resume it with the same settings, choose another --out, or pass --overwrite")
-        elif overwrite and self.path.exists():
-            # a shard starts over alone: the other shards of its split may be running beside it (an array job)
-            siblings = {f for f in split_files(self.path).get(self.shard[1], []) if f.name not in (
-                self.records_path.name, self.judgments_path.name)} if self.shard[1] > 1 else set()
+        previous = json.loads(config_path.read_text()) if config_path.exists() else None
+        # a key only one side has comes from another tirlab version: it cannot have been set differently
+        changed = sorted(k for k in set(previous or {}) & set(config)
+                         if k not in RESUMABLE and previous[k] != config[k])
+        if changed and not overwrite:
+            raise ValueError(f"{self.path} holds a run with a different configuration ({', '.join(changed)}); "
+                             "resume it with the same settings, choose another --out, or pass --overwrite")
+        if overwrite and self.path.exists():
+            # a shard of the same configuration starts over alone: the other shards of its split may be running
+            # beside it (an array job); a new configuration starts the whole run over
+            keep = set()
+            if self.shard[1] > 1 and previous is not None and not changed:
+                keep = {f for f in [*split_files(self.path).get(self.shard[1], []),
+                                    *self.path.glob(f"done.shard-*-of-{self.shard[1]}")]
+                        if f.name not in (self.records_path.name, self.judgments_path.name, self.done_path.name)}
             for stale in [*self.path.glob("records*.jsonl"), *self.path.glob("judgments*.jsonl"),
-                          self.path / "summary.json", self.path / "report.md"]:
-                if stale not in siblings:
+                          *self.path.glob("done.shard-*"), self.path / "summary.json", self.path / "report.md"]:
+                if stale not in keep:
                     stale.unlink(missing_ok=True)
+        self.done_path.unlink(missing_ok=True)  # this shard is running again: not done until it ends
         self._check_split()
         self.images.mkdir(parents=True, exist_ok=True)
         _write_atomic(config_path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
@@ -180,6 +195,13 @@ def merge(path: str | Path) -> list[dict]:
         if len(counts) != 1 or indices != set(range(next(iter(counts)))):
             found = ", ".join(f.name for f in shards)
             raise ValueError(f"{run.path}: the shards of one split are needed, each once; found {found}")
+        (count,) = counts
+        running = [i for i in sorted(indices) if not (run.path / f"done.shard-{i}-of-{count}").exists()]
+        if running:  # a shard still running (or stopped) would lose what it records after the merge
+            raise ValueError(f"{run.path}: shard(s) {', '.join(map(str, running))} of {count} have not finished "
+                             f"(no done.shard-<i>-of-{count}): let them finish, or resume them (--shard i/{count}; "
+                             f"recipes/slurm/eval.sbatch: SHARDS={count} --array={','.join(map(str, running))}), "
+                             "then merge")
         unique_records(r for f in shards for r in read_records(f))
     for kind in ("judgments", "records"):  # judgments first: a merge cut short never leaves them behind
         files = sorted(run.path.glob(f"{kind}.shard-*-of-*.jsonl"))
@@ -190,6 +212,8 @@ def merge(path: str | Path) -> list[dict]:
             _write_atomic(merged, "".join(json_line(r) for r in lines))
             for shard in files:
                 shard.unlink()
+    for marker in run.path.glob("done.shard-*"):
+        marker.unlink()
     return run.records()
 
 

@@ -117,8 +117,6 @@ class Executor:
 
     # -- torch path: group compatible calls, one launch per group ----------------------------------------
     def _run_batched(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
-        import torch
-
         results: list[ToolResult | None] = [None] * len(calls)
         groups: dict[tuple, list[tuple[int, dict, Any]]] = {}
         for i, call in enumerate(calls):
@@ -138,21 +136,27 @@ class Executor:
         for (name, *_), members in groups.items():
             op = get_op(name)
             try:
-                outs = self._launch(op, members)
-            except torch.OutOfMemoryError:
-                outs = self._out_of_memory(op, members)
+                outs = self._launch_or_host(op, members)
             except Exception:  # noqa: BLE001 - isolate the failing call(s) by running them one by one
                 outs = []
                 for member in members:
                     try:
-                        outs.extend(self._launch(op, [member]))
-                    except torch.OutOfMemoryError:
-                        outs.extend(self._out_of_memory(op, [member]))
+                        outs.extend(self._launch_or_host(op, [member]))
                     except Exception as err:  # noqa: BLE001
                         outs.append(ToolResult(error=_describe(name, err)))
             for (i, _, _), out in zip(members, outs):
                 results[i] = out
         return results  # type: ignore[return-value]
+
+    def _launch_or_host(self, op: Op, members) -> list[ToolResult]:
+        """One launch; one the device has no memory for runs on the host instead (`_out_of_memory`)."""
+        try:
+            return self._launch(op, members)
+        except Exception as err:  # noqa: BLE001
+            if not _out_of_memory_error(err):
+                raise
+        # out of the except block: the traceback no longer holds the launch's tensors when the cache is freed
+        return self._out_of_memory(op, members)
 
     def _out_of_memory(self, op: Op, members) -> list[ToolResult]:
         """A launch the device had no memory for (in evaluation the GPU is shared with the model's engine):
@@ -165,7 +169,7 @@ class Executor:
             warnings.warn(f"tool op {op.name!r}: {len(members)} call(s) ran out of memory on {self.device} and ran "
                           "through OpenCV on the host instead (same results, slower); so will any later launch that "
                           "runs out. The GPU is shared: leave the tools more of it (a lower vLLM "
-                          "--gpu_memory_utilization)", RuntimeWarning, stacklevel=3)
+                          "--gpu_memory_utilization)", RuntimeWarning, stacklevel=5)
         self.host_fallbacks += len(members)
         return [self._cpu_fallback(op, args, image) for _, args, image in members]
 
@@ -212,6 +216,16 @@ class Executor:
         """(N, C, H, W) tensor to N numpy images, with one device-to-host copy."""
         host = batch.permute(0, 2, 3, 1).contiguous().cpu().numpy()
         return [img[:, :, 0] if img.shape[2] == 1 else img for img in host]
+
+
+def _out_of_memory_error(err: Exception) -> bool:
+    """The device ran out of memory: torch's own error, or one a CUDA library raised as a RuntimeError
+    ("CUDA error: out of memory", cuBLAS / cuDNN allocation failures)."""
+    import torch
+
+    text = str(err).lower()
+    return isinstance(err, torch.OutOfMemoryError) or isinstance(err, RuntimeError) and (
+        "out of memory" in text or "alloc_failed" in text)
 
 
 def _array_to_tensor(image: np.ndarray, device: str):

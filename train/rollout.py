@@ -179,8 +179,9 @@ class VLLMGenerator:
     """Sampling with TRL's vLLM (colocated or a server), weights synced by the trainer at each step. Server mode
     gathers every process's prompts and hands each its slice back by position, and colocated tensor parallelism
     does the same within each tensor-parallel group: there every process takes part in every round with as many
-    prompts as the busiest one (padding with one-token fillers) and the same token limit. Colocated with
-    tensor parallel 1, each process's engine is its own and generation is no collective: a process generates
+    prompts as the busiest one (padding with one-token fillers) and the same token limit; so with sleep mode,
+    whose every generate call re-syncs the weights from all processes. Colocated with tensor parallel 1 and
+    without sleep mode, each process's engine is its own and generation is no collective: a process generates
     its own prompts only, and one that is done is done."""
 
     def __init__(self, trainer, suppressed: list[int]):
@@ -190,8 +191,9 @@ class VLLMGenerator:
                                   "logit_bias": {token: -100.0 for token in suppressed}}
         self.filler = ([trainer.processing_class.tokenizer.eos_token_id], [])
         args = trainer.args
+        # sleep mode re-syncs the weights (a gather across processes under ZeRO-3 and FSDP) at every generate call
         self.collective = trainer.accelerator.num_processes > 1 and (
-            args.vllm_mode == "server" or args.vllm_tensor_parallel_size > 1)
+            args.vllm_mode == "server" or args.vllm_tensor_parallel_size > 1 or args.vllm_enable_sleep_mode)
 
     def __call__(self, contexts, limits) -> list[Generated]:
         count, limit = self._round(len(contexts), max(limits, default=1))

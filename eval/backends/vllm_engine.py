@@ -256,7 +256,8 @@ class ForcedReplyProcessorV2(RunnerV2LogitsProcessor):
 
 
 def available_memory_share(requested: float, wait_s: float = 60.0, margin: float = 0.02) -> float:
-    """The GPU memory share an engine started now in this process can have: `requested`, once that much is free.
+    """The GPU memory share an engine started now in this process can have: `requested`, once that much is free
+    on every visible GPU (a tensor-parallel engine takes its share on each).
     vLLM refuses to start when less than its share of the card is free. A second engine in one process (a judge
     after the evaluated model) finds memory that the first one's worker frees only as it exits, and this process's
     own cached blocks (the tools' kernels); both are released here, waiting up to `wait_s` for the worker. If still
@@ -265,13 +266,17 @@ def available_memory_share(requested: float, wait_s: float = 60.0, margin: float
         return requested
     import gc
 
+    def tightest() -> tuple[int, int]:  # (free, total) of the visible GPU with the smallest free share
+        readings = [torch.cuda.mem_get_info(device) for device in range(torch.cuda.device_count())]
+        return min(readings, key=lambda reading: reading[0] / reading[1])
+
     gc.collect()
     torch.cuda.empty_cache()
     deadline = time.monotonic() + wait_s
-    free, total = torch.cuda.mem_get_info()
+    free, total = tightest()
     while free < requested * total and time.monotonic() < deadline:
         time.sleep(0.5)
-        free, total = torch.cuda.mem_get_info()
+        free, total = tightest()
     if free >= requested * total:
         return requested
     share = int((free / total - margin) * 100) / 100
@@ -297,18 +302,21 @@ class VLLMEngineBackend:
         from vllm import LLM
         from vllm.engine.arg_utils import EngineArgs
         from vllm.exceptions import VLLMClientError
+        from vllm.usage.usage_lib import UsageContext
 
         optional = {"max_num_seqs": max_num_seqs, "mm_processor_kwargs": mm_processor_kwargs}
-        args = EngineArgs(model=model, max_model_len=max_model_len, dtype=dtype, seed=seed,
-                          limit_mm_per_prompt={"image": limit_images, "video": 0},
-                          tensor_parallel_size=tensor_parallel_size,
-                          gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
-                          **{k: v for k, v in optional.items() if v is not None}, **engine_kwargs)
-        if forced_replies:  # the runner that this configuration selects decides the processor's interface
-            args.logits_processors = [forced_reply_processor(args.create_engine_config())]
+        settings = dict(model=model, max_model_len=max_model_len, dtype=dtype, seed=seed,
+                        limit_mm_per_prompt={"image": limit_images, "video": 0},
+                        tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
+                        enable_prefix_caching=True, **{k: v for k, v in optional.items() if v is not None},
+                        **engine_kwargs)
+        processors = None
+        if forced_replies:  # the runner this configuration selects decides the processor's interface
+            config = EngineArgs(**settings).create_engine_config(UsageContext.LLM_CLASS)
+            processors = [forced_reply_processor(config)]
         self.forced_replies = forced_replies
         children_before = {child.pid for child in psutil.Process().children()}
-        self.llm = LLM(**vars(args))  # what vLLM's LLM.from_engine_args does
+        self.llm = LLM(**settings, logits_processors=processors)
         self.engine = self.llm.llm_engine
         self._client_error = VLLMClientError  # a request vLLM refuses (too long, bad parameters)
         from vllm.platforms import current_platform

@@ -63,7 +63,7 @@ pids=()
 logs=()
 stop() {  # a signal to this script ends every shard (each ends its engines with it)
     trap - INT TERM HUP
-    kill -TERM "${pids[@]}" 2>/dev/null || true
+    kill -TERM ${pids[@]+"${pids[@]}"} 2>/dev/null || true
     wait || true
     exit "$1"
 }

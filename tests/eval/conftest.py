@@ -65,7 +65,7 @@ def transformers_server(tool_caller, tmp_path_factory):
     folder = tmp_path_factory.mktemp("transformers_serve")
     (folder / "hub").mkdir()  # the server answers /v1/models with HTTP 500 unless HF_HUB_CACHE exists
     env = {**os.environ, "HF_HUB_CACHE": str(folder / "hub"), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    port = _free_port()
+    port = free_port()
     log = folder / "server.log"
     with open(log, "wb") as out:
         process = subprocess.Popen([str(Path(sys.executable).parent / "transformers"), "serve", str(tool_caller),
@@ -73,17 +73,7 @@ def transformers_server(tool_caller, tmp_path_factory):
                                    stderr=subprocess.STDOUT)
     served = Served(f"http://127.0.0.1:{port}/v1", str(tool_caller), log)
     try:
-        with OpenAIHTTPBackend(served.base_url, served.model) as probe:
-            deadline = time.monotonic() + SERVER_START_S
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"transformers serve exited with code {process.returncode}:\n{_tail(log)}")
-                try:
-                    probe.wait_ready(timeout_s=1)
-                    break
-                except TimeoutError:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"transformers serve did not answer in {SERVER_START_S} s:\n{_tail(log)}")
+        wait_until_serving("transformers serve", process, served.base_url, log, SERVER_START_S)
         yield served
     finally:
         process.terminate()
@@ -94,7 +84,25 @@ def transformers_server(tool_caller, tmp_path_factory):
             process.wait()
 
 
-def _free_port() -> int:
+def wait_until_serving(name: str, process: subprocess.Popen, base_url: str, log: Path, timeout_s: float,
+                       every_poll=lambda: None) -> None:
+    """Until the server `process` started answers `GET base_url/models`; it exiting first, or taking over
+    `timeout_s`, raises with the tail of its log. `every_poll` runs between probes."""
+    with OpenAIHTTPBackend(base_url, "probe") as probe:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            every_poll()
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with code {process.returncode}:\n{_tail(log)}")
+            try:
+                probe.wait_ready(timeout_s=1)
+                return
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} did not answer in {timeout_s} s:\n{_tail(log)}") from None
+
+
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]

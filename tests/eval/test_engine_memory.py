@@ -14,10 +14,13 @@ GIB = 2**30
 
 @pytest.fixture
 def gpu(monkeypatch):
-    """A fake 80 GiB card whose free memory follows `state["free"]` (one value per reading, the last repeats)."""
+    """Two fake 80 GiB cards; the first one's free memory follows `state["free"]` (one value per reading, the
+    last repeats), the second has room to spare."""
     state = {"free": [80 * GIB], "emptied": 0, "clock": 0.0}
 
-    def mem_get_info():
+    def mem_get_info(device):
+        if device == 1:  # a second GPU with room to spare: the first one decides
+            return 79 * GIB, 80 * GIB
         free = state["free"].pop(0) if len(state["free"]) > 1 else state["free"][0]
         return free, 80 * GIB
 
@@ -25,6 +28,7 @@ def gpu(monkeypatch):
         state["clock"] += seconds
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
     monkeypatch.setattr("torch.cuda.mem_get_info", mem_get_info)
     monkeypatch.setattr("torch.cuda.empty_cache", lambda: state.__setitem__("emptied", state["emptied"] + 1))
     monkeypatch.setattr(vllm_engine.time, "sleep", sleep)

@@ -87,6 +87,8 @@ def test_the_engine_registers_the_processor_only_for_forced_replies(tiny_model_d
         VLLMEngineBackend(str(tiny_model_dir), max_model_len=2048, dtype="float32", forced_replies=forced)
     assert seen["model"] == str(tiny_model_dir) and seen["enable_prefix_caching"] is True
     assert seen["logits_processors"] == ([ForcedReplyProcessor] if forced else None)
+    # what LLM fills itself stays LLM's: its batch sizes for offline use, stats logging off
+    assert not {"max_num_batched_tokens", "max_num_seqs", "disable_log_stats"} & set(seen)
 
 
 # -- the V2 processor as the V2 sampler drives it ----------------------------------------------------------------
@@ -182,3 +184,16 @@ def test_v1_and_v2_force_the_same_tokens_from_the_same_logits(tiny_model_dir):
     assert v1_ids == v2_ids
     assert v1_ids[:2] == [17, 18] and v1_ids[6:8] == [19, 20] and v1_ids[10] == v1.end
     assert np.all(np.array(v1_ids[11:]) == v1.end)
+
+
+def test_v2_rows_of_draft_tokens_force_the_plan_positions_they_stand_for(tiny_model_dir):
+    """Under speculative decoding a request owns one row per draft token: row k is the plan's next-but-k entry."""
+    processor, model_config = _v2(tiny_model_dir, slots=2)
+    processor.add_request(1, SamplingParams(extra_args={"forced_reply": [[31, 32, 33, 34]]}))
+    processor.apply_staged_writes()
+    processor.req_states.prompt_len.gpu[1] = 4
+    processor.req_states.total_len.gpu[1] = 5  # one token (31) already generated
+    context = _context([1, 1, 1])
+    context = LogitsContext(**{**context.__dict__, "expanded_local_pos": torch.tensor([0, 1, 2])})
+    logits = processor.apply(torch.zeros(3, model_config.get_vocab_size()), context)
+    assert logits.argmax(dim=1).tolist() == [32, 33, 34]

@@ -102,3 +102,29 @@ def test_run_dir_reports_a_bad_config_like_a_run(tmp_path, capsys):
     assert main(["run_dir", "--config", str(tmp_path / "missing.yaml")]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "missing.yaml: no such file" in captured.err and "Traceback" not in captured.err
+
+
+def test_merge_waits_for_every_shard_to_finish(tmp_path):
+    """A shard still running (a resubmitted index, say) would lose what it records after a merge: merge waits for
+    every shard's done marker, and a shard that runs again is not done until it ends."""
+    from eval.rundir import merge
+
+    first, second = _shard(tmp_path, 0, 2), _shard(tmp_path, 1, 2)
+    first.mark_done()
+    with pytest.raises(ValueError, match=r"shard\(s\) 1 of 2 have not finished .* SHARDS=2 --array=1\), then merge"):
+        merge(tmp_path)
+    second.mark_done()
+    RunDir(tmp_path, (1, 2)).open(CONFIG)  # resumed: running again
+    with pytest.raises(ValueError, match=r"shard\(s\) 1 of 2 have not finished"):
+        merge(tmp_path)
+    second.mark_done()
+    assert {(r["id"], r["mode"]) for r in merge(tmp_path)} == {("task-0", "tools"), ("task-1", "tools")}
+    assert sorted(f.name for f in tmp_path.iterdir() if f.is_file()) == ["config.json", "records.jsonl"]
+
+
+def test_overwrite_with_a_new_configuration_starts_the_whole_split_over(tmp_path):
+    _shard(tmp_path, 0, 2).mark_done()
+    _shard(tmp_path, 1, 2)
+    run = RunDir(tmp_path, (1, 2))
+    assert run.open({**CONFIG, "per_task": 5}, overwrite=True) == set()
+    assert list(tmp_path.glob("*.jsonl")) == [] and list(tmp_path.glob("done.*")) == []

@@ -39,10 +39,8 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -58,6 +56,7 @@ from eval.suites.synthetic import SEED_OFFSET
 from runtime.profiles import PROFILES
 from runtime.protocols.hermes import call_block
 from runtime.toolbox import ToolBox
+from tests.eval.conftest import free_port, wait_until_serving
 
 pytest.importorskip("vllm")
 
@@ -146,7 +145,7 @@ def engine_run(model_dir, module_prompts):
 def server(model_dir, engine_run, tmp_path_factory):
     """A vLLM OpenAI server of the same checkpoint and engine settings, started once the engine is closed;
     yields (base_url, log path). Its processes are ended at teardown, whatever happened."""
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("vllm_server_log") / "server.log"
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
                "--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(ENGINE["max_model_len"]),
@@ -155,24 +154,15 @@ def server(model_dir, engine_run, tmp_path_factory):
                "--limit-mm-per-prompt", json.dumps({"image": LIMIT_IMAGES, "video": 0}),
                "--generation-config", "auto", "--override-generation-config", json.dumps(OVERRIDES),
                "--enable-log-requests"]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+    # INFO: the request log the test reads (importing TRL anywhere in the session sets VLLM_LOGGING_LEVEL=ERROR)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "INFO"}
     with open(log, "wb") as out:  # (`vllm serve` fails on the CPU build: no `vllm` distribution for --version)
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
     seen: dict[int, psutil.Process] = {}
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
-        with OpenAIHTTPBackend(base_url, str(model_dir)) as probe:
-            deadline = time.monotonic() + SERVER_START_S
-            while True:
-                _below(process, seen)
-                if process.poll() is not None:
-                    raise RuntimeError(f"the vLLM server exited with code {process.returncode}:\n{_tail(log)}")
-                try:
-                    probe.wait_ready(timeout_s=1)
-                    break
-                except TimeoutError:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"the vLLM server did not answer in {SERVER_START_S} s:\n{_tail(log)}")
+        wait_until_serving("the vLLM server", process, base_url, log, SERVER_START_S,
+                           every_poll=lambda: _below(process, seen))
         _below(process, seen)
         yield base_url, log
     finally:
@@ -294,13 +284,3 @@ def _below(process: subprocess.Popen, seen: dict[int, psutil.Process]) -> None:
             seen.setdefault(child.pid, child)
     except psutil.Error:  # ended meanwhile
         pass
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _tail(log: Path, lines: int = 40) -> str:
-    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])

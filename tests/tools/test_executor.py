@@ -109,14 +109,14 @@ def test_batched_crop_zoom_with_different_boxes_equals_per_call():
 @pytest.fixture
 def rotate_spy():
     base = REGISTRY["rotate"]
-    state = {"launches": [], "fail_on": set(), "out_of_memory": False}
+    state = {"launches": [], "fail_on": set(), "out_of_memory": None}
 
     def torch_fn(batch, **kwargs):
         state["launches"].append((batch.shape[0], tuple(kwargs["angle"])))
         if state["fail_on"] & set(kwargs["angle"]):
             raise RuntimeError("spy: this angle is cursed")
         if state["out_of_memory"]:
-            raise torch.OutOfMemoryError("spy: CUDA out of memory. Tried to allocate 2.00 GiB")
+            raise state["out_of_memory"]
         return base.torch(batch, **kwargs)
 
     op = register(dataclasses.replace(base, name="_test_rotate_spy", torch=torch_fn))
@@ -170,14 +170,17 @@ def test_failing_launch_falls_back_to_one_by_one(rotate_spy):
         _assert_same(results[k], Executor("cpu").run([ToolCall("rotate", image, {"angle": angles[k]})])[0], f"angle {angles[k]}")
 
 
+@pytest.mark.parametrize("error", [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+                                   RuntimeError("CUDA error: out of memory"),
+                                   RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED")], ids=["torch", "cuda", "cudnn"])
 @pytest.mark.parametrize("cursed", [set(), {150.0}])
-def test_out_of_device_memory_runs_the_calls_on_the_host_not_as_tool_errors(rotate_spy, cursed):
+def test_out_of_device_memory_runs_the_calls_on_the_host_not_as_tool_errors(rotate_spy, cursed, error):
     """The GPU is shared with the model's engine in evaluation: a launch it has no memory for runs through the
     OpenCV reference, so the model gets the tool's result, and the executor counts and warns. With a bad call in
     the group, the calls are launched one by one and each that runs out of memory goes to the host."""
     image = demo_image(48, 64, seed=11)
     angles = [30, -30, 150, 210]
-    rotate_spy["out_of_memory"], rotate_spy["fail_on"] = True, cursed
+    rotate_spy["out_of_memory"], rotate_spy["fail_on"] = error, cursed
     executor = Executor("cpu")
     with pytest.warns(RuntimeWarning, match="ran out of memory on cpu and ran through OpenCV on the host"):
         results = executor.run([ToolCall("_test_rotate_spy", image, {"angle": a}) for a in angles])

@@ -309,14 +309,15 @@ class FakeAccelerator:
         return torch.maximum(tensor, torch.tensor([waiting, limit]))
 
 
-def _generator(mode: str, tensor_parallel: int, other):
+def _generator(mode: str, tensor_parallel: int, other, sleep: bool = False):
     from types import SimpleNamespace
 
     from train.rollout import VLLMGenerator
 
     trainer = SimpleNamespace(vllm_generation=FakeVLLM(), accelerator=FakeAccelerator(other), eos_token_ids=[2],
                               processing_class=SimpleNamespace(tokenizer=SimpleNamespace(eos_token_id=2)),
-                              args=SimpleNamespace(vllm_mode=mode, vllm_tensor_parallel_size=tensor_parallel))
+                              args=SimpleNamespace(vllm_mode=mode, vllm_tensor_parallel_size=tensor_parallel,
+                                                   vllm_enable_sleep_mode=sleep))
     return VLLMGenerator(trainer, suppressed=[]), trainer
 
 
@@ -329,11 +330,13 @@ def test_colocated_vllm_with_tensor_parallel_1_generates_only_its_own_prompts():
     assert [len(g.ids) for g in generated] == [16, 4, 9]
 
 
-@pytest.mark.parametrize("mode,tensor_parallel", [("server", 1), ("colocate", 2)])
-def test_collective_vllm_modes_join_every_round_at_the_busiest_process_size(mode, tensor_parallel):
-    """Server mode and colocated tensor parallelism slice gathered prompts by position: every process generates
-    as many prompts as the busiest, at the longest limit, until no process has an episode waiting."""
-    generator, trainer = _generator(mode, tensor_parallel, other=[(5, 64), (2, 32)])
+@pytest.mark.parametrize("mode,tensor_parallel,sleep", [("server", 1, False), ("colocate", 2, False),
+                                                        ("colocate", 1, True)])
+def test_collective_vllm_modes_join_every_round_at_the_busiest_process_size(mode, tensor_parallel, sleep):
+    """Server mode and colocated tensor parallelism slice gathered prompts by position, and sleep mode gathers the
+    weights at every generate call: every process generates as many prompts as the busiest, at the longest limit,
+    until no process has an episode waiting."""
+    generator, trainer = _generator(mode, tensor_parallel, other=[(5, 64), (2, 32)], sleep=sleep)
     generated = generator([([1, 2, 3], [])] * 3, [16, 4, 9])
     generator.finish()  # the other process still has a round; then nobody has
     assert trainer.vllm_generation.calls == [(5, 64), (2, 32)]
