@@ -190,13 +190,14 @@ def merge(path: str | Path) -> list[dict]:
     if not shards and not (run.path / "records.jsonl").exists():
         raise ValueError(f"{run.path} has no shard files (records.shard-<i>-of-<n>.jsonl) to merge")
     if shards:
-        counts = {int(f.stem.rsplit("-of-", 1)[1]) for f in shards}
-        indices = {int(f.stem.split("shard-", 1)[1].split("-of-")[0]) for f in shards}
+        names = [SPLIT_FILE.fullmatch(f.name) for f in shards]
+        counts = {int(name[3]) for name in names if name}
+        indices = {int(name[2]) for name in names if name}
         if len(counts) != 1 or indices != set(range(next(iter(counts)))):
             found = ", ".join(f.name for f in shards)
             raise ValueError(f"{run.path}: the shards of one split are needed, each once; found {found}")
         (count,) = counts
-        running = [i for i in sorted(indices) if not (run.path / f"done.shard-{i}-of-{count}").exists()]
+        running = [i for i in sorted(indices) if not RunDir(run.path, (i, count)).done_path.exists()]
         if running:  # a shard still running (or stopped) would lose what it records after the merge
             raise ValueError(f"{run.path}: shard(s) {', '.join(map(str, running))} of {count} have not finished "
                              f"(no done.shard-<i>-of-{count}): let them finish, or resume them (--shard i/{count}; "
