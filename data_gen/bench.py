@@ -7,7 +7,7 @@ Per task and difficulty it times, in this process, `generate` and the audit (the
 through the runtime and `tools/`) of --n seeds, then the whole SFT pipeline (generate, audit, both
 forms, PNG encoding) of the same seeds on --workers processes: the rate a `make.py sft` run gets before
 export. `--pilot` runs `make.py pilot` (15k direct + 15k agentic + 500 test each) into a temporary
-folder and prints its wall time against the 3-minute budget of issue 4.
+folder and prints its wall time against its 3-minute budget.
 """
 
 from __future__ import annotations

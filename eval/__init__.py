@@ -1,1 +1,1 @@
-"""Evaluation of MLLMs served by vLLM in a multi-turn tool loop (issue 5)."""
+"""Evaluation of MLLMs served by vLLM in a multi-turn tool loop."""

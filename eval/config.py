@@ -17,6 +17,9 @@ TOY_CHECKPOINTS = Path(__file__).resolve().parents[1] / "recipes" / "pilot_rotat
 TOY_TASK = "rotated_ocr:angles=quarter,render=aligned"  # the task spec they were trained on (held-out seeds)
 BACKENDS = ("vllm", "openai", "hf", "reference")
 SUITES = ("synthetic", "tir_bench", "vtc_bench", "visualtoolbench", "agentic_mme")
+# settings that only one backend reads (a run that sets one for another backend is refused, not ignored)
+BACKEND_SETTINGS = {"base_url": "openai", "concurrency": "openai", "timeout_s": "openai", "retries": "openai",
+                    "send_stop": "openai", "api": "openai", "batch_size": "hf"}
 SCORING = ("official", "strict")
 WEB_MODES = ("replay", "record", "offline")
 NO_JUDGE = "none"  # --judge_model none: no LLM judge; what needs one stays unscored (TIR-Bench reads answers by rule)
@@ -84,7 +87,8 @@ class EvalConfig:
     shard: str = _help("Evaluate shard i of n ('i/n', 0-based); merge with `run_vllm.py merge RUN_DIR`.",
                        default="0/1")
     seed: int = _help("Sampling seed (each turn's seed derives from it, the task and the turn).", default=0)
-    max_tokens: int | None = _help("Tokens per reply (default: the preset's).", default=None)
+    max_tokens: int | None = _help("Tokens per reply; 0: no cap, up to --max_model_len (default: what the "
+                                   "suite's paper used for the model, else the preset's).", default=None)
     temperature: float | None = _help("Sampling temperature (default: the preset's, greedy).", default=None)
     top_p: float | None = _help("Nucleus sampling (default: the suite's, else 1).", default=None)
     top_k: int | None = _help("Top-k sampling (0: off; default: the suite's, else off).", default=None)
@@ -93,8 +97,9 @@ class EvalConfig:
     max_tool_calls: int | None = _help("Tool calls per episode (default: the profile's).", default=None)
     max_images: int = _help("Images per prompt, inputs and tool outputs (the engine's per-prompt limit).",
                             default=16)
-    max_pixels: int | None = _help("Largest image the processor feeds the model, in pixels (default: the "
-                                   "preset's; 0: the checkpoint's own).", default=None)
+    max_pixels: int | None = _help("Largest image the processor feeds the model, in pixels; 0: the checkpoint "
+                                   "processor's own (default: what the suite's paper used, else the preset's).",
+                                   default=None)
     force_tool_calls: int = _help("Script each episode's first N replies as a tool call drawn from the tool's "
                                   "schema, then an answer (eval/forcing.py): for random-weight smoke models only.",
                                   default=0)
@@ -145,14 +150,6 @@ class EvalConfig:
 
             if self.toolset not in TOOLSETS:
                 problems.append(f"--toolset must be one of {sorted(TOOLSETS)}, got {self.toolset!r}")
-        benchmark_only = [f"--{k}" for k in ("data_dir", "revision", "track", "prompt_variant", "study", "critical",
-                                              "web", "web_provider", "web_record")
-                          if getattr(self, k) is not None]
-        if benchmark_only and self.suite not in SUITES[1:]:
-            problems.append(f"{', '.join(benchmark_only)}: settings of the benchmark suites ({', '.join(SUITES[1:])}), "
-                            f"not to --suite {self.suite}")
-        if self.web_replay and self.suite not in SUITES[1:]:
-            problems.append(f"--web_replay: a setting of the benchmark suites, not to --suite {self.suite}")
         if self.critical not in (None, "weight", "flag"):
             problems.append(f"--critical must be 'weight' or 'flag', got {self.critical!r}")
         if self.web not in (None, *WEB_MODES):

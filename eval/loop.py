@@ -174,6 +174,8 @@ class EvalLoop:
                 episode.fail(f"could not record the reply: {type(err).__name__}: {err}")
         if episode.state is State.RUNNING_TOOLS:
             tool_queue.append(item)
+        elif episode.state is State.GENERATING:  # a harness's user turn (Nudge) after the reply: the next turn
+            self._send(item, waiting)
         else:
             self._after_turn(item, finished, waiting)
 

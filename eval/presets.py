@@ -13,7 +13,10 @@ with. `--preset` picks one; without it, the model's name or its config's `model_
 | generic | Hermes through the model's own template | model's | any chat VLM |
 | openai | OpenAI function calling (HTTP backend: the server parses calls) | server's | an API |
 
-Every preset samples greedily with 2048 tokens per reply unless the run says otherwise.
+Every preset samples greedily with 2048 tokens per reply at its image size, unless the suite's paper ran the
+model otherwise (a benchmark suite's `defaults`: its sampling, reply cap and image size) or the run says
+otherwise. On a benchmark, the preset gives the model's call format; the tools and prompts are the benchmark's
+(or, where the paper ran the model in its own framework, that framework's: eval/benchmarks/README.md).
 """
 
 from __future__ import annotations

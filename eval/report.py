@@ -139,6 +139,12 @@ def _markdown(summary: dict, records: list[dict], config: dict) -> str:
     lines.append(f"- **records**: {len(records)} ({counts})")
     for key, value in (config.get("protocol") or {}).items():  # a benchmark's protocol, scoring, judge, data
         lines.append(f"- **{key}**: {_cell(value)}")
+    if config.get("paper_protocol"):
+        lines.append(f"- **paper's settings**: {_settings(config['paper_protocol'])}")
+        deviations = config.get("deviations") or {}
+        lines.append("- **deviations from the paper's protocol**: " + ("; ".join(
+            f"{k} {setting_text(k, v['run'])} (paper: {setting_text(k, v['paper'])})" for k, v in deviations.items())
+            or "none"))
     overall = {mode: entry["overall"] for mode, entry in modes.items()}
     lines += ["", "## Headline", ""]
     lines += _table(["mode", "accuracy", "n", "tool-call rate", "success rate", "calls/episode", "chain MAE",
@@ -186,6 +192,19 @@ def _markdown(summary: dict, records: list[dict], config: dict) -> str:
     lines += [f"![{title}](plots/{PLOTS[key]})" for key, title in
               (("accuracy", "accuracy per category"), ("tools", "tool calls per tool"), ("turns", "turns per episode"))]
     return "\n".join([*lines, "", HOW_TO_READ, ""])
+
+
+def setting_text(key: str, value) -> str:
+    """A run setting as a report states it (0 tokens: no cap; 0 pixels: the checkpoint processor's own)."""
+    if value == 0 and key == "max_tokens":
+        return "no cap"
+    if value == 0 and key == "max_pixels":
+        return "the checkpoint's own"
+    return "unset" if value is None else _cell(value)
+
+
+def _settings(settings: dict) -> str:
+    return ", ".join(f"{k} {setting_text(k, v)}" for k, v in settings.items())
 
 
 def _scoring_modes(records: list[dict]) -> list[str]:

@@ -35,14 +35,14 @@ from dataclasses import MISSING, fields, replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from eval.backends import Sampling  # noqa: E402
-from eval.config import (GPU_DEFAULT_MODEL, NO_JUDGE, SMOKE_MODEL, SUITES, TOY_CHECKPOINTS, TOY_MODELS,  # noqa: E402
-                         TOY_TASK, EvalConfig, smoke_model_dir)
+from eval.config import (BACKEND_SETTINGS, GPU_DEFAULT_MODEL, NO_JUDGE, SMOKE_MODEL, SUITES,  # noqa: E402
+                         TOY_CHECKPOINTS, TOY_MODELS, TOY_TASK, EvalConfig, smoke_model_dir)
 from eval.forcing import ForcedReplies  # noqa: E402
 from eval.loop import EvalLoop, Finished  # noqa: E402
 from eval.presets import get_preset, preset_for  # noqa: E402
 from eval.report import write_report  # noqa: E402
 from eval.rundir import RunDir, merge  # noqa: E402
-from eval.suites import Suite, Task, load_suite  # noqa: E402
+from eval.suites import Suite, Task, check_settings, load_suite  # noqa: E402
 from runtime import cli  # noqa: E402
 from runtime.profiles import Budgets  # noqa: E402
 
@@ -131,9 +131,15 @@ def resolve(config: EvalConfig) -> EvalConfig:
             smoke = {**SMOKE_DEFAULTS, **SMOKE_SUITES.get(config.suite, {})}
             config = replace(config, model=SMOKE_MODEL, **{k: v for k, v in smoke.items() if k not in explicit})
             explicit = explicit | set(smoke)  # the smoke run's settings win over a suite's too
+    check_settings(config.suite, explicit)
+    unused = [k for k, backend in BACKEND_SETTINGS.items() if k in explicit and config.backend != backend]
+    if unused:
+        raise ValueError(f"--backend {config.backend} does not use {', '.join('--' + k for k in unused)} (settings of "
+                         f"--backend {' / '.join(sorted({BACKEND_SETTINGS[k] for k in unused}))}): drop them or change "
+                         "--backend")
     preset = get_preset(config.preset) if config.preset else preset_for(config.model)
     config = replace(config, preset=preset.name,
-                     max_tokens=config.max_tokens or preset.max_tokens,
+                     max_tokens=preset.max_tokens if config.max_tokens is None else config.max_tokens,
                      temperature=preset.temperature if config.temperature is None else config.temperature,
                      max_pixels=preset.max_pixels if config.max_pixels is None else config.max_pixels)
     if config.out is None:
@@ -152,7 +158,7 @@ def evaluate(config: EvalConfig, backend=None) -> list[dict]:
     _check_models(config, backend)
     suite = load_suite(config)
     config = _with_suite_defaults(config, suite)
-    sampling = Sampling(max_tokens=config.max_tokens, temperature=config.temperature, top_p=config.top_p,
+    sampling = Sampling(max_tokens=config.max_tokens or None, temperature=config.temperature, top_p=config.top_p,
                         top_k=config.top_k, presence_penalty=config.presence_penalty)
     if config.backend == "hf" and sampling.presence_penalty:
         raise ValueError(f"the run samples with presence penalty {sampling.presence_penalty:g} (the suite's paper "
@@ -241,7 +247,8 @@ def _with_suite_defaults(config: EvalConfig, suite: Suite) -> EvalConfig:
     """The settings the suite's paper fixes (its sampling, its image budget) where the run chose none; the
     rest of the sampling settings off. The run directory saves the result."""
     explicit = getattr(config, "explicit", set())
-    config = replace(config, **{k: v for k, v in suite.defaults(config.model).items() if k not in explicit})
+    paper = suite.defaults(config.model, config.preset)
+    config = replace(config, **{k: v for k, v in paper.items() if k not in explicit})
     config = replace(config, top_p=1.0 if config.top_p is None else config.top_p,
                      top_k=0 if config.top_k is None else config.top_k,
                      presence_penalty=0.0 if config.presence_penalty is None else config.presence_penalty)
@@ -441,7 +448,7 @@ def _backend(config: EvalConfig, preset, tasks: list[Task]):
         from eval.backends.hf_generate import HFGenerateBackend
 
         return HFGenerateBackend(model, dtype=config.dtype, batch_size=config.batch_size,
-                                 processor_kwargs=processor_kwargs)
+                                 processor_kwargs=processor_kwargs, max_model_len=config.max_model_len)
     from eval.backends.reference import ReferenceBackend
 
     missing = [t.id for t in tasks if t.reference_calls and not t.reference]
@@ -476,6 +483,10 @@ def _saved_config(config: EvalConfig, suite: Suite) -> dict:
 
     saved = config.to_dict()
     saved["protocol"] = suite.describe()
+    paper = suite.defaults(config.model, config.preset)
+    if paper:  # what the suite's paper fixes for this model, and where this run differs from it
+        saved["paper_protocol"] = paper
+        saved["deviations"] = {k: {"run": saved[k], "paper": v} for k, v in paper.items() if saved[k] != v}
     saved["versions"] = {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__, "vllm": _version("vllm")}
     return saved

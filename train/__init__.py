@@ -1,1 +1,1 @@
-"""Direct vs agentic tool-use SFT on TRL (issue 6)."""
+"""Direct vs agentic tool-use SFT on TRL."""

@@ -28,7 +28,7 @@ from runtime.protocols import Prompt
 
 @dataclass(frozen=True)
 class Sampling:
-    max_tokens: int = 1024  # per reply
+    max_tokens: int | None = 1024  # per reply; None: no cap, up to the context length (as vLLM's server)
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0  # 0: off
@@ -39,8 +39,8 @@ class Sampling:
     script: tuple | None = None  # a forced reply (eval/forcing.py; the vLLM engine backend only)
 
     def __post_init__(self):
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1 (or None: no cap), got {self.max_tokens}")
         if self.temperature < 0 or not 0 < self.top_p <= 1:
             raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {self.temperature}, {self.top_p}")
 

@@ -14,7 +14,7 @@ class HFGenerateBackend:
     name = "hf"
 
     def __init__(self, model: str, dtype: str = "auto", device: str | None = None, batch_size: int = 8,
-                 processor_kwargs: dict | None = None):
+                 processor_kwargs: dict | None = None, max_model_len: int = 32768):
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -23,6 +23,7 @@ class HFGenerateBackend:
         self.processor.tokenizer.padding_side = "left"
         self.model = AutoModelForImageTextToText.from_pretrained(model, dtype=dtype).to(self.device).eval()
         self.batch_size = batch_size
+        self.max_model_len = max_model_len  # a reply without a token cap ends there, as in vLLM
         self._queue: list[tuple[str, Prompt, Sampling, float]] = []
 
     def submit(self, key: str, prompt: Prompt, sampling: Sampling) -> None:
@@ -59,12 +60,13 @@ class HFGenerateBackend:
         # (Qwen2.5-VL's: top_k 1, repetition_penalty 1.05), and top_k would otherwise default to 50
         drawn = dict(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k) \
             if sampling.temperature > 0 else {}
+        width = inputs["input_ids"].shape[1]
+        limit = sampling.max_tokens or max(self.max_model_len - width, 1)
         with torch.inference_mode():
             output = self.model.generate(
-                **inputs, max_new_tokens=sampling.max_tokens, do_sample=sampling.temperature > 0, **drawn,
+                **inputs, max_new_tokens=limit, do_sample=sampling.temperature > 0, **drawn,
                 repetition_penalty=sampling.repetition_penalty, stop_strings=stops or None,
                 tokenizer=self.processor.tokenizer)
-        width = inputs["input_ids"].shape[1]
         pad = self.processor.tokenizer.pad_token_id
         eos = set(_as_list(self.model.generation_config.eos_token_id))
         done = []
@@ -77,7 +79,7 @@ class HFGenerateBackend:
                 text = text[:text.index(stop)]
             prompt_tokens = int(inputs["attention_mask"][row].sum())
             done.append((key, Completion(text, prompt_tokens, len(tokens),
-                                         truncated=not ended and stop is None and len(tokens) >= sampling.max_tokens,
+                                         truncated=not ended and stop is None and len(tokens) >= limit,
                                          stop=stop,
                                          latency_s=time.perf_counter() - submitted)))
         return done

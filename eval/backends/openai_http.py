@@ -183,7 +183,9 @@ class OpenAIHTTPBackend:
     def sampling_fields(self, sampling: Sampling) -> dict:
         """The request's sampling fields, for the server's `api` (the module's docstring). Raises ValueError for
         a sampling a strict server cannot do."""
-        fields = {"max_tokens": sampling.max_tokens, "temperature": sampling.temperature, "top_p": sampling.top_p}
+        fields = {"temperature": sampling.temperature, "top_p": sampling.top_p}
+        if sampling.max_tokens is not None:  # left out, the server generates up to the context length
+            fields["max_tokens"] = sampling.max_tokens
         if sampling.seed is not None:
             fields["seed"] = sampling.seed
         if self.api == "vllm":  # every field vLLM's server would otherwise fill from generation_config.json

@@ -8,6 +8,8 @@ import re
 from functools import cache
 from pathlib import Path
 
+from eval.report import setting_text
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -32,6 +34,42 @@ def paper_rows(path: str, table: str, model: str | None) -> list[dict]:
         return exact
     name = _plain(Path(model).name)
     return [row for row in rows if _plain(row["model"]) and name.startswith(_plain(row["model"]))]
+
+
+# What a paper row's protocol may state (a table's `protocol`, overridden by a row's own), and the run's setting each
+# is compared with: the suite's harness, the sampling, the reply cap (0: none), the image size (0: the checkpoint
+# processor's own) and the judge.
+PROTOCOL = {"harness": lambda config: (config.get("protocol") or {}).get("harness"),
+            **{k: (lambda key: lambda config: config.get(key))(k)
+               for k in ("temperature", "top_p", "top_k", "presence_penalty", "max_tokens", "max_pixels")},
+            "judge": lambda config: config.get("judge_model")}
+
+
+def row_protocol(path: str, table: str, row: dict) -> dict:
+    """The protocol a paper row was produced with, as far as the paper and its code state it."""
+    return {**_tables(path)[table].get("protocol", {}), **row.get("protocol", {})}
+
+
+def unlike(protocol: dict, config: dict) -> list[str]:
+    """Where a run (its saved configuration) differs from a paper row's protocol; [] when like for like."""
+    differences = []
+    for key, paper in protocol.items():
+        if key not in PROTOCOL or paper is None:
+            continue
+        ours = PROTOCOL[key](config)
+        same = str(ours).lower() == str(paper).lower() if isinstance(paper, str) else ours == paper
+        if not same:
+            differences.append(f"{key} {setting_text(key, ours)} here, {setting_text(key, paper)} in the paper")
+    return differences
+
+
+def paper_label(path: str, table: str, row: dict, config: dict, name: str | None = None,
+                compared: bool = True) -> str:
+    """A paper row's label beside a run's rows: its model (or `name`), marked where the run is not like for
+    like, with what differs. A row of a setting the run has no numbers for (another track) is not `compared`."""
+    differences = unlike(row_protocol(path, table, row), config) if compared else []
+    return f"paper: {name or row['model']}" + (f" (not like for like: {'; '.join(differences)})" if differences
+                                                else "")
 
 
 def _plain(name: str) -> str:

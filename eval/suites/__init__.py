@@ -63,6 +63,7 @@ class Suite:
     sampling, and each answer scored by its task's scorer (`judge` tasks by the LLM judge)."""
 
     name = "tasks"
+    settings = frozenset({"toolset"})  # the SUITE_SETTINGS it reads (a tasks file: the tools it is offered)
 
     def __init__(self, tasks: list[Task], skipped: list[Skipped] = ()):
         self.tasks = list(tasks)
@@ -82,9 +83,10 @@ class Suite:
         """The model's profile with the suite's prompts, tools and budgets."""
         return profile
 
-    def defaults(self, model: str) -> dict:
-        """Run settings the suite's paper fixes for `model` (sampling, image budget: EvalConfig fields); a
-        setting the user gives wins."""
+    def defaults(self, model: str, preset: str) -> dict:
+        """Run settings the suite's paper fixes for `model` run with `preset` (EvalConfig fields: sampling,
+        `max_tokens` (0: no cap), `max_pixels` (0: the checkpoint processor's own), `max_images`). A setting the
+        user gives wins, and the report marks it as a deviation from the paper's protocol."""
         return {}
 
     def toolboxes(self, profile: ModelProfile) -> ToolBoxes:
@@ -145,24 +147,39 @@ class Suite:
         return []
 
 
+# The public benchmarks, "module:class", imported on first use: the benchmarks build on this module, never the
+# other way round.
+BENCHMARKS = {
+    "tir_bench": "eval.benchmarks.tir_bench:TirBench",
+    "vtc_bench": "eval.benchmarks.vtc_bench:VtcBench",
+    "visualtoolbench": "eval.benchmarks.visualtoolbench:VisualToolBench",
+    "agentic_mme": "eval.benchmarks.agentic_mme:AgenticMme",
+}
+# Settings that only some suites read. Each suite names those it reads (`Suite.settings`); a run that sets
+# another one is refused rather than silently ignored.
+SUITE_SETTINGS = ("data_dir", "revision", "scoring", "prompt_variant", "track", "study", "critical", "web",
+                  "web_replay", "web_provider", "web_record", "tasks", "per_task", "difficulty", "toolset")
+SYNTHETIC_SETTINGS = frozenset({"tasks", "per_task", "difficulty", "toolset"})
+
+
 def suite_class(name: str | None) -> type[Suite]:
-    if name == "tir_bench":
-        from eval.benchmarks.tir_bench import TirBench
+    if name in BENCHMARKS:
+        from importlib import import_module
 
-        return TirBench
-    if name == "vtc_bench":
-        from eval.benchmarks.vtc_bench import VtcBench
-
-        return VtcBench
-    if name == "visualtoolbench":
-        from eval.benchmarks.visualtoolbench import VisualToolBench
-
-        return VisualToolBench
-    if name == "agentic_mme":
-        from eval.benchmarks.agentic_mme import AgenticMme
-
-        return AgenticMme
+        module, cls = BENCHMARKS[name].split(":")
+        return getattr(import_module(module), cls)
     return Suite
+
+
+def check_settings(suite: str, chosen: set[str]) -> None:
+    """Refuse the suite-specific settings a run chose that its suite does not read."""
+    reads = SYNTHETIC_SETTINGS if suite == "synthetic" else suite_class(suite).settings
+    unused = [name for name in SUITE_SETTINGS if name in chosen and name not in reads]
+    if unused:
+        label = suite if suite == "synthetic" or suite in BENCHMARKS else "a tasks .jsonl file"
+        read = ", ".join("--" + k for k in SUITE_SETTINGS if k in reads) or "none of the suite settings"
+        raise ValueError(f"--suite {label} does not use {', '.join('--' + k for k in unused)}: drop "
+                         f"{'it' if len(unused) == 1 else 'them'} (this suite reads {read})")
 
 
 def suite_tables(name: str | None, records: list[dict], config: dict) -> list[str]:
@@ -177,9 +194,7 @@ def load_suite(config) -> Suite:
         from eval.suites.synthetic import synthetic_suite
 
         return Suite(list(synthetic_suite(config.tasks or tuple(TASKS), config.per_task, config.difficulty)))
-    from eval.config import SUITES
-
-    if config.suite in SUITES[1:]:
+    if config.suite in BENCHMARKS:
         return suite_class(config.suite).from_config(config)
     from eval.suites.jsonl import jsonl_suite
 

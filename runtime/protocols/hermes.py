@@ -77,6 +77,13 @@ class HermesProtocol(Protocol):
                                             self.tools_prompt) != ("<tool_response>\n", "\n</tool_response>", "", None):
             raise ValueError("custom tool-response wrappers need tools_in='system': the chat template writes its own")
 
+    def plain(self) -> "HermesProtocol":
+        """The same call format as vLLM's hermes parser and Qwen's templates read it, without a model's own
+        tool prompt, wrappers and reminder: what the model is shown when a benchmark offers its own tools
+        (DeepEyes' verbatim prompt and reminder name a zoom tool the benchmark does not have)."""
+        return HermesProtocol(stop=self.stop, images_first=self.images_first, end_of_turn=self.end_of_turn,
+                              tools_in=self.tools_in)
+
     def render(self, trajectory: Trajectory) -> Prompt:
         images: list = []
         if self.tools_in == "template":

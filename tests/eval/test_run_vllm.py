@@ -115,7 +115,6 @@ def test_resuming_with_another_configuration_is_refused(tmp_path):
     (dict(suite="missing.jsonl"), "neither"),
     (dict(force_tool_calls=2, backend="hf"), "needs --backend vllm"),
     (dict(suite="visualtoolbench", critical="all"), "--critical must be 'weight' or 'flag'"),
-    (dict(critical="flag"), "settings of the benchmark suites"),
     (dict(suite="agentic_mme", web="cached"), "--web must be one of"),
     (dict(suite="agentic_mme", web="record"), "--web record needs --web_provider"),
     (dict(suite="agentic_mme", web_replay=["missing.jsonl"]), "missing.jsonl: no such file"),

@@ -1,7 +1,7 @@
 """The SLURM and launch scripts as a cluster runs them, under bash, with fake `srun`, `sbatch`, `scontrol`,
 `accelerate`, `nvidia-smi` and python programs that record their arguments and environment (fake srun runs its
 command once per task with SLURM_PROCID set): eval.sbatch's shard count and merge, launch.sh's srun CPUs and its
-DeepSpeed fallback, and recipes/local/eval_shards.sh."""
+DeepSpeed fallback, recipes/local/eval_shards.sh, and eval_matrix.sh's arrays and final table."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ EVAL_SBATCH = ROOT / "recipes" / "slurm" / "eval.sbatch"
 SFT_SBATCH = ROOT / "recipes" / "slurm" / "sft.sbatch"
 LAUNCH = ROOT / "recipes" / "slurm" / "launch.sh"
 EVAL_SHARDS = ROOT / "recipes" / "local" / "eval_shards.sh"
+EVAL_MATRIX = ROOT / "recipes" / "slurm" / "eval_matrix.sh"
 RECORDED_ENV = ("CUDA_VISIBLE_DEVICES", "SLURM_PROCID", "SRUN_CPUS_PER_TASK", "MASTER_ADDR", "MASTER_PORT",
                 "ACCELERATE_CONFIG")
 
@@ -316,3 +317,31 @@ def test_local_shards_refuse_a_run_directory_of_another_split(fakes):
     done = _local(fakes, GPUS="0,1")
     assert done.returncode == 2 and "4-way split" in done.stderr and "make 2" in done.stderr
     assert not [c for c in _calls(done, "python") if "--shard" in c["argv"]]
+
+
+# eval_matrix.sh -------------------------------------------------------------------------------------------------
+
+def _matrix(fakes: Path, *flags: str, **env) -> subprocess.CompletedProcess:
+    return _run(EVAL_MATRIX, list(flags), fakes, cwd=fakes, PYTHON="python", RECIPES=str(ROOT / "recipes" / "eval"),
+                FAKE_CONFIG_OUT="runs/from-config", **env)
+
+
+def test_the_matrix_submits_one_array_per_cell_then_the_table_after_all_of_them(fakes):
+    done = _matrix(fakes, "--limit", "5", SHARDS="2", MODELS="deepeyes_7b thyme_7b", CELLS="tir_bench agentic_mme_atm")
+    assert done.returncode == 0, done.stderr
+    arrays = [c["argv"] for c in _calls(done, "sbatch") if "--array=0-1" in c["argv"]]
+    assert arrays == [["--parsable", "--array=0-1", "recipes/slurm/eval.sbatch",
+                       str(ROOT / "recipes" / "eval" / model / f"{cell}.yaml"), "--limit", "5"]
+                      for model in ("deepeyes_7b", "thyme_7b") for cell in ("agentic_mme_atm", "tir_bench")]
+    resolved = [c["argv"] for c in _calls(done, "python")]
+    assert all(argv[:2] == ["eval/run_vllm.py", "run_dir"] and argv[-2:] == ["--limit", "5"] for argv in resolved)
+    final = _calls(done, "sbatch")[-1]["argv"]
+    assert final[0] == "--dependency=afterany:4242:4242:4242:4242" and "--gpus-per-task=0" in final
+    assert final[-1].endswith("python -m eval.matrix runs/from-config runs/from-config runs/from-config "
+                              "runs/from-config > runs/matrix.md")
+
+
+def test_the_matrix_refuses_a_selection_with_no_recipe(fakes):
+    done = _matrix(fakes, MODELS="llama")
+    assert done.returncode == 2 and "no recipe matches MODELS='llama'" in done.stderr
+    assert not _calls(done, "sbatch")

@@ -124,7 +124,6 @@ def test_the_report_counts_the_calls_the_web_could_not_answer(tmp_path):
     ({"suite": "agentic_mme", "web": "record"}, "--web record needs --web_provider"),
     ({"suite": "agentic_mme", "web_provider": "m:f"}, "--web record needs --web_provider"),
     ({"suite": "visualtoolbench", "web_replay": ["no/such/file.jsonl"]}, "no/such/file.jsonl: no such file"),
-    ({"web": "offline"}, "settings of the benchmark suites"),
 ])
 def test_bad_web_settings_fail_with_what_to_do(settings, problem):
     with pytest.raises(ValueError, match=problem):

@@ -1,5 +1,6 @@
 """Agentic-MME (arXiv 2604.03016, github.com/ChoS3nE11ven/Agentic-MME) as a suite: 418 tasks in 3 levels, run as
-the benchmark's OpenAI-compatible runners run them, in either interface (`--track`): Atm, the 14 atomic image tools
+the benchmark's OpenAI-compatible runners run them (the `thyme` and `deepeyes` presets: as its local-model runners
+run them, runners.py), in either interface (`--track`): Atm, the 14 atomic image tools
 and the search tools as function calls (atomic/run_atomic_tools_openai.py), or Gen, model-written Python in
 `<code>` blocks beside the search tools (general/run_general_script_openai.py). Their system prompts, user turns,
 tool schemas, tool replies, requests for a final answer and 15-round / 15-call loop are reproduced; then the
@@ -18,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from eval.backends import Sampling
-from eval.benchmarks.agentic_mme import data, process, scoring, tables
+from eval.benchmarks.agentic_mme import data, process, runners, scoring, tables
 from eval.benchmarks.agentic_mme.images import JUDGE, as_sent, message_limits, sent_made, sent_original
 from eval.benchmarks.data import keep, wanted
 from eval.config import NO_JUDGE
@@ -391,11 +392,12 @@ def unknown_tool(name: str) -> Reply:
 # What the reference's evaluator reads from a run, rebuilt from our trajectory: the runner's tool_use_list and the
 # images in its tool_images folder.
 
-def tool_use_list(messages: list[dict], track: str) -> list[dict]:
+def tool_use_list(messages: list[dict], track: str, ran=None) -> list[dict]:
     """The runner's tool_use_list. Atm: every call in order (an image tool only when it succeeded, with the tool's
     JSON reply as its output, as the runner records it). Gen: the search calls, then the image operations
     scoring.infer_tool_ops reads from the code, then one entry per code cell; `index` numbers them in that
-    order."""
+    order. `ran(code, turn)`: the script a cell ran, where the runner changes the model's code (the local runners'
+    header), which is what the reference reads its operations from."""
     calls, turn, searches, ops, cells = {}, 0, [], [], []
     for message in messages:
         if message["role"] == "assistant":
@@ -413,7 +415,8 @@ def tool_use_list(messages: list[dict], track: str) -> list[dict]:
                           "arguments": {"turn": at}, "output": {"ok": "false" if message.get("error") else "true"}})
             ops += [{"tool_name": op, "raw_tool_name": "python_image_processing",
                      "arguments": {"op": op, "save": "", "line": line}, "output": {}}
-                    for op, line in scoring.infer_tool_ops(arguments.get("code", ""))]
+                    for op, line in scoring.infer_tool_ops(ran(arguments.get("code", ""), at) if ran else
+                                                           arguments.get("code", ""))]
             continue
         if name in IMAGE_TOOLS and track == "atm":
             if message.get("error"):
@@ -458,8 +461,17 @@ def _json_object(text: str) -> dict | None:
     return found if isinstance(found, dict) else None
 
 
+def _profile_name(preset: str | None) -> str | None:
+    from eval.presets import get_preset
+
+    return get_preset(preset).profile.name if preset else None
+
+
 class AgenticMme(Suite):
     name = "agentic_mme"
+    # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused
+    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "track", "web", "web_replay", "web_provider",
+                          "web_record"})
     judge_regex = False  # the S judge's verdict format enforced by structured outputs (tests of random-weight judges)
 
     def __init__(self, tasks, skipped, dataset: str, scoring_mode: str, judge: str | None, track: str = DEFAULT_TRACK,
@@ -468,6 +480,7 @@ class AgenticMme(Suite):
         self.dataset, self.scoring, self.judge_model, self.track = dataset, scoring_mode, judge, track
         self.web, self.images_dir = web, images_dir
         self.texts = runner_texts()
+        self.runner = None  # the preset's profile name: which of the benchmark's runners runs it
 
     @classmethod
     def from_config(cls, config) -> AgenticMme:
@@ -479,17 +492,14 @@ class AgenticMme(Suite):
                              "gen: model-written Python)")
         if config.prompt_variant:
             raise ValueError("agentic_mme has one prompt per track; drop --prompt_variant (choose --track atm or gen)")
-        if config.study:
-            raise ValueError("--study belongs to tir_bench; agentic_mme's variants are --track atm and gen")
-        if config.toolset:
-            raise ValueError("agentic_mme offers its own tools (the atomic tools and search, or code and search with "
-                             "--track gen); drop --toolset")
         levels = wanted(config.tasks, data.LEVELS, "Agentic-MME level")
         tasks, skipped, dataset = data.load(config.data_dir, config.revision)
         judge = None if config.judge_model == NO_JUDGE else config.judge_model
         web = web_from_config(config, shipped=[WEB_REPLAY] if WEB_REPLAY.is_file() else [])
-        return cls(*keep(tasks, skipped, levels, data.LEVELS), dataset, config.scoring, judge, track, web,
-                   Path(config.out) / "images" if config.out else None)
+        suite = cls(*keep(tasks, skipped, levels, data.LEVELS), dataset, config.scoring, judge, track, web,
+                    Path(config.out) / "images" if config.out else None)
+        suite.runner = _profile_name(config.preset)
+        return suite
 
     @property
     def variant_name(self) -> str:
@@ -499,25 +509,51 @@ class AgenticMme(Suite):
         return {
             "benchmark": "Agentic-MME (arXiv 2604.03016)",
             "dataset": self.dataset,
-            "protocol": (f"{self.track.capitalize()} mode: "
-                         + ("the 14 atomic image tools and the search tools as function calls "
-                            "(atomic/run_atomic_tools_openai.py)" if self.track == "atm" else
-                            "Python in <code> blocks beside the search tools as function calls "
-                            "(general/run_general_script_openai.py)")
-                         + f"; {MAX_ROUNDS} rounds, {MAX_TOOL_CALLS} tool calls, then a request for the answer; "
-                           "search answered from recorded replies (--web)"),
+            "harness": runners.harness_id(self.runner),
+            "protocol": self._local_protocol() if self.runner in runners.RUNNERS else (
+                f"{self.track.capitalize()} mode: "
+                + ("the 14 atomic image tools and the search tools as function calls "
+                   "(atomic/run_atomic_tools_openai.py)" if self.track == "atm" else
+                   "Python in <code> blocks beside the search tools as function calls "
+                   "(general/run_general_script_openai.py)")
+                + f"; {MAX_ROUNDS} rounds, {MAX_TOOL_CALLS} tool calls, then a request for the answer; "
+                  f"temperature 0, {SAMPLING[self.track]['max_tokens']} tokens per reply; images as the runner "
+                  "compresses them (2048*2048 first, then adaptive), the server's processor after that; "
+                  "search answered from recorded replies (--web)"),
             "scoring": f"{self.scoring} (official: the benchmark's evaluation/eval_runs_search.py at ChoS3nE11ven/"
                        "Agentic-MME@5e5dfbd; strict: tirlab's reading of the same checks)",
             "judge": (f"{self.judge_model} for the S checkpoints (text) and V_true (on the images the model made); "
-                      "the paper's judge is GPT-5-mini (the script's default: gpt-4o-mini)" if self.judge_model else
+                      "the paper's judge and the script's default: gpt-4o-mini" if self.judge_model else
                       "none: accuracy and V_tool only; S and V_true stay unscored"),
         }
 
-    def defaults(self, model: str) -> dict:
-        return {**SAMPLING[self.track], "max_images": MAX_IMAGES}
+    def _local_protocol(self) -> str:
+        script = (f"atomic/run_atomic_tools_{self.runner}.py" if self.track == "atm" else
+                  f"general/run_general_script_{self.runner}.py")
+        how = ("the 14 atomic image tools and the search tools as a JSON list in <tool_log>, each result a user turn"
+               if self.track == "atm" else "search tools in <tool_log> (results in <tool_results> after the latest "
+               "image), else Python in <code> behind the runner's header")
+        return (f"{self.track.capitalize()} mode through the benchmark's {self.runner} runner ({script}): {how}; "
+                f"{runners.MAX_ROUNDS} rounds, {runners.MAX_TOOL_CALLS} tool calls (later ones not run), then a "
+                f"request for the answer; greedy (temperature 0), {runners.SAMPLING[self.track]['max_tokens']} new "
+                "tokens per reply" + (", stop strings </code> and </tool_log>" if self.runner == "thyme" and
+                                       self.track == "gen" else "")
+                + "; images as the runner compresses them (2048*2048 first, then adaptive), then the checkpoint "
+                  "processor's own size limits; search answered from recorded replies (--web)")
+
+    def defaults(self, model: str, preset: str) -> dict:
+        if _profile_name(preset) in runners.RUNNERS:  # the local runners' generate(): the processor's own image size
+            return {**runners.SAMPLING[self.track], "max_pixels": 0, "max_images": MAX_IMAGES}
+        # the OpenAI runners reach open models through a vLLM server: the checkpoint processor's own image size
+        return {**SAMPLING[self.track], "max_pixels": 0, "max_images": MAX_IMAGES}
 
     def profile(self, profile):
+        self.runner = profile.name
+        if profile.name in runners.RUNNERS:
+            return runners.local_profile(profile, self.track)
         inner = profile.protocol
+        if isinstance(inner, HermesProtocol):  # the model's own call format, none of its preset's own prompts
+            inner = inner.plain()
         if isinstance(inner, CodeProtocol) or not isinstance(inner, (HermesProtocol, OpenAIProtocol)):
             inner = HermesProtocol(stop=QWEN_STOP)  # the runners speak function calls, served by vLLM's hermes parser
         loop = AmmeLoop(self.track)
@@ -538,6 +574,12 @@ class AgenticMme(Suite):
             if mode == "no_tools":
                 return ToolBox(None)
             search = search_tools(self.web, self.track)
+            if self.track == "gen" and profile.name in runners.RUNNERS:
+                from runtime.sandbox import SandboxConfig, SandboxPool
+
+                sandbox = SandboxPool(SandboxConfig(cell_timeout_s=CODE_TIMEOUT_S,
+                                                    preload=SandboxConfig().preload + ("matplotlib.pyplot",)))
+                return runners.local_gen_toolbox(profile.name, search, sandbox)
             if self.track == "gen":
                 from runtime.code_tools import get_code_tool
                 from runtime.sandbox import SandboxConfig, SandboxPool
@@ -582,7 +624,9 @@ class AgenticMme(Suite):
             ended = {"answer": scoring.extract_answer_text(replies[-1]) if replies else "", "ended": "answer"}
         answer = ended.get("answer", "")
         names = [c["function"]["name"] for m in messages for c in m.get("tool_calls", ())]
-        uses = tool_use_list(messages, self.track)
+        local_gen = self.runner in runners.RUNNERS and self.track == "gen"
+        uses = tool_use_list(messages, self.track,
+                             (lambda code, turn: runners.clean_code(self.runner, code, turn)) if local_gen else None)
         effective = sum(u.get("raw_tool_name") != "script_exec" for u in uses)
         config, reference = task.meta["config"], task.reference_calls or 0
         fields = {"prediction": answer, "variant": self.track, "reference_end": ended.get("ended"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from eval.benchmarks.agentic_mme import scoring
 from eval.benchmarks.agentic_mme.data import LEVELS
-from eval.benchmarks.papers import paper_rows, table_lines
+from eval.benchmarks.papers import paper_label, paper_rows, table_lines
 
 PAPER = "eval/benchmarks/agentic_mme/paper_results.json"
 MODES = {"gen": "Gen", "atm": "Atm"}
@@ -110,7 +110,9 @@ def _table3(groups, config: dict) -> str:
         rows.append(row)
     for paper in paper_rows(PAPER, "Table 3", config.get("model")):
         values = paper["values"]
-        rows.append([f"paper: {paper['model']} {paper['setting']}", values.get("acc"), values.get("s"), values.get("v"),
+        rows.append([paper_label(PAPER, "Table 3", paper, config, f"{paper['model']} {paper['setting']}",
+                                 compared=paper["setting"] in dict(groups)),
+                     values.get("acc"), values.get("s"), values.get("v"),
                      *(values.get(f"l{k}_{c}") for k in (1, 2, 3) for c in ("acc", "s", "vtool", "vtrue"))])
     header = ["Mode", "Acc", "S", "V", *(f"L{k} {n}" for k in (1, 2, 3) for n in ("Acc", "S", "Vto", "Vtr"))]
     return "\n".join([
@@ -131,7 +133,9 @@ def _table6(groups, config: dict) -> str:
         rows.append([f"this run: {mode}", scores.get("Overall", "Calls"), scores.get("Overall", "OT"),
                      scores.get("Overall", "Overthink"), round(sum(human) / len(human), 2) if human else None])
     for paper in paper_rows(PAPER, "Table 6", config.get("model")):
-        rows.append([f"paper: {paper['model']} {paper['setting']}", paper["values"]["calls"],
+        rows.append([paper_label(PAPER, "Table 6", paper, config, f"{paper['model']} {paper['setting']}",
+                                 compared=paper["setting"] in dict(groups)),
+                     paper["values"]["calls"],
                      paper["values"]["overthink"], None, 2.15])
     return "\n".join([
         "## Agentic-MME Table 6: Efficiency analysis", "",

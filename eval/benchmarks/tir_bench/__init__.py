@@ -26,12 +26,14 @@ EXTRACTION_SAMPLING = Sampling(max_tokens=1024, temperature=0.0)
 
 class TirBench(Suite):
     name = "tir_bench"
+    # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused
+    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "toolset", "study", "track", "prompt_variant"})
 
     def __init__(self, tasks, skipped, dataset: str, scoring: str, judge: str | None, study: str | None = None,
-                 track: str | None = None, variant: str | None = None):
+                 track: str | None = None, variant: str | None = None, preset: str | None = None):
         super().__init__(tasks, skipped)
         self.dataset, self.scoring, self.judge_model = dataset, scoring, judge
-        self.study, self.track, self.variant = study, track, variant
+        self.study, self.track, self.variant, self.preset = study, track, variant, preset
 
     @classmethod
     def from_config(cls, config) -> "TirBench":
@@ -46,8 +48,8 @@ class TirBench(Suite):
                              "the main benchmark has one protocol")
         categories = {"rotation_game"} if config.study else wanted(config.tasks, data.TASKS, "TIR-Bench task")
         tasks, skipped, dataset = data.load(config.data_dir, config.revision)
-        return cls(*keep(tasks, skipped, categories, data.TASKS), dataset, config.scoring, config.judge_model, config.study, track,
-                   variant)
+        return cls(*keep(tasks, skipped, categories, data.TASKS), dataset, config.scoring, config.judge_model,
+                   config.study, track, variant, config.preset)
 
     @property
     def variant_name(self) -> str | None:
@@ -57,7 +59,12 @@ class TirBench(Suite):
         described = {
             "benchmark": "TIR-Bench (arXiv 2511.01833)",
             "dataset": self.dataset,
-            "protocol": "the dataset's prompts and images; greedy decoding, 2048 new tokens (paper appendix E)",
+            # the paper lets a tool-using model use its own tools (DeepEyes' framework); it has no tool set
+            "harness": ("function-calling-study" if self.study else
+                        self.preset if self.preset in ("deepeyes", "thyme") else "hermes-default-tools"),
+            "protocol": "the dataset's prompts and images at the checkpoint processor's own size; greedy decoding, "
+                        "2048 new tokens (paper appendix E); with tools: the model's own (DeepEyes' zoom tool, "
+                        "Thyme's code), else tirlab's default tool set in the model's call format",
             "scoring": f"{self.scoring} (official: calculate_score.py of agents-x-project/TIR-Bench@f79c756; "
                        "strict: tirlab's scorers)",
             "answer extraction": (f"{self.judge_model} with the repository's few-shot prompts (the repository uses "
@@ -69,8 +76,9 @@ class TirBench(Suite):
             described["study"] = (f"function calling (section 4.4): track {self.track}, prompt {self.variant}")
         return described
 
-    def defaults(self, model: str) -> dict:
-        return {"temperature": 0.0, "max_tokens": MAX_NEW_TOKENS}
+    def defaults(self, model: str, preset: str) -> dict:
+        # the paper sets no image size: its scripts load each checkpoint with its processor's own
+        return {"temperature": 0.0, "max_tokens": MAX_NEW_TOKENS, "max_pixels": 0}
 
     def profile(self, profile):
         # TIR-Bench scores the raw final response: a reply without an answer tag is still the answer

@@ -15,7 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from runtime.harness import Harness
-from runtime.profiles import Budgets, ModelProfile, get_profile
+from runtime.profiles import QWEN_STOP, Budgets, ModelProfile, get_profile
+from runtime.protocols import CodeProtocol, HermesProtocol
 
 PROMPTS = Path(__file__).parent / "prompts" / "function_calling.json"
 TRACKS = ("function", "code")
@@ -47,8 +48,11 @@ def study_profile(profile: ModelProfile, track: str, variant: str) -> ModelProfi
     call format, or code run in the sandbox (the model's code tool; PyVision's conventions for models without
     one)."""
     texts = prompts(track, variant)
-    if track == "function":
-        studied = replace(profile, toolset="tir_rotate", code_tool=None)
+    if track == "function":  # the rotate function alone, in the model's own call format (no tool of its own)
+        protocol = profile.protocol.plain() if isinstance(profile.protocol, HermesProtocol) else profile.protocol
+        if isinstance(protocol, CodeProtocol):  # a code-writing model calls the function as Hermes-served models do
+            protocol = HermesProtocol(stop=QWEN_STOP)
+        studied = replace(profile, protocol=protocol, system_prompt=None, toolset="tir_rotate", code_tool=None)
     else:
         studied = profile if profile.code_tool else get_profile("pyvision")
     return replace(studied, question_suffix=texts["question_suffix"], budgets=BUDGETS,

@@ -4,7 +4,7 @@ Table 3 (mean calls per problem per track and prompt) with the accuracy of each 
 
 from __future__ import annotations
 
-from eval.benchmarks.papers import paper_rows, table_lines
+from eval.benchmarks.papers import paper_label, paper_rows, table_lines
 from eval.benchmarks.tir_bench.data import TASKS
 from eval.benchmarks.tir_bench.function_calling import TRACKS, VARIANTS
 
@@ -26,8 +26,12 @@ def _table2(records: list[dict], config: dict) -> str:
         if group:
             by_task = [_accuracy([r for r in group if r["category"] == task]) for task in TASKS]
             rows.append([f"this run, {MODE_NAMES[mode]}", _accuracy(group), *by_task])
+    without_tools = any(r["mode"] == "no_tools" for r in records)
     for row in paper_rows(PAPER, "Table 2", config.get("model")):
-        rows.append([f"paper: {row['model']}", *(row["values"].get(k) for k in ("all", *TASKS))])
+        # the paper's open-source rows ran without tools: the run's no-tools mode is their like
+        compared = config if not (without_tools and row.get("protocol", {}).get("harness") == "no-tools") else {
+            **config, "protocol": {**config.get("protocol", {}), "harness": "no-tools"}}
+        rows.append([paper_label(PAPER, "Table 2", row, compared), *(row["values"].get(k) for k in ("all", *TASKS))])
     counts = ["items", len({r["id"] for r in records}), *(len({r["id"] for r in records if r["category"] == t})
                                                           for t in TASKS)]
     return "\n".join(["## TIR-Bench Table 2: accuracy (%) per task", "",
@@ -45,7 +49,7 @@ def _table3(records: list[dict], config: dict) -> str:
         accuracy.append(_accuracy(group))
     rows = [calls, accuracy]
     for row in paper_rows(PAPER, "Table 3", config.get("model")):
-        rows.append([f"paper: {row['model']}: calls per problem",
+        rows.append([f"{paper_label(PAPER, 'Table 3', row, config)}: calls per problem",
                      *(row["values"].get(f"{track}_prompt_{VARIANTS.index(variant) + 1}") for track, variant in cells)])
     header = ["", *(f"{'Function' if t == 'function' else 'Write Code'} prompt {VARIANTS.index(v) + 1} ({v})"
                     for t, v in cells)]

@@ -32,7 +32,7 @@ from eval.suites import Suite
 from runtime.code_tools import CodeTool, TRANSFORMED, vtb_cell, vtb_observation, vtb_result
 from runtime.harness import Harness
 from runtime.profiles import QWEN_STOP, Budgets
-from runtime.protocols import CodeProtocol, HermesProtocol, Observation, OpenAIProtocol, Protocol
+from runtime.protocols import HermesProtocol, Observation, OpenAIProtocol, Protocol
 from runtime.protocols.base import END_OF_TURN, Finish, Parsed, reply_text
 from runtime.toolbox import ToolBox
 from runtime.trajectory import message_text, text
@@ -44,7 +44,13 @@ WEB_REPLAY = FOLDER / "web_replay.jsonl"
 SYSTEM_LEVELS = ("low", "mid", "high")
 SYSTEM_LEVEL = "high"  # the .sh scripts' --system_prompt_level (the paper's runs)
 MAX_ROUNDS = 20  # --max_tool_calls: model replies with calls per turn (FunC_with_tools counts rounds, not calls)
-SAMPLING = {"temperature": 0.0}  # FunC_with_tools: 0.0 except for OpenAI's reasoning models; no token limit set
+# FunC_with_tools sets no token limit (max_tokens 0: no cap), and a vLLM server serves the paper's open models at the
+# checkpoint processor's own image size (max_pixels 0)
+UNCAPPED = {"max_tokens": 0, "max_pixels": 0}
+# FunC_with_tools's temperature is 1.0 for a model whose name contains one of its reasoning_models (or "thinking"),
+# else 0.0
+REASONING_MODELS = ("o3", "o1", "o1-pro", "o4-mini", "gpt-5", "gpt-5-mini")
+HARNESS = "visualtoolbench-runner"  # scripts/model_inference.py FunC_with_tools, through the model's call format
 MAX_IMAGES = 64  # the reference has no image budget
 CODE_TIMEOUT_S = 120  # the reference has none (its exec runs in-process); a cell must end
 CODE_TOOLS = ("python_image_processing", "python_interpreter")
@@ -477,6 +483,9 @@ def code_tools(schemas: dict) -> list[CodeTool]:
 
 class VisualToolBench(Suite):
     name = "visualtoolbench"
+    # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused
+    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "critical", "web", "web_replay", "web_provider",
+                          "web_record"})
     judge_regex = False  # constrain a vLLM judge's replies to a verdict object (tests of random-weight judges)
     judge_max_tokens = 2048  # the reference sets none; enough for a reasoning judge's reply
 
@@ -491,12 +500,8 @@ class VisualToolBench(Suite):
     def from_config(cls, config) -> VisualToolBench:
         from runtime.web import web_from_config
 
-        for flag in ("prompt_variant", "track", "study", "toolset"):
-            if getattr(config, flag):
-                raise ValueError(f"visualtoolbench has one protocol (the scripts' system prompt 'high' and their six "
-                                 f"tools); drop --{flag}")
         critical = config.critical or "weight"  # EvalConfig checked it is one of scoring.CRITICAL_RULES
-        tasks, skipped, dataset = data.load(config.data_dir, config.revision)
+        tasks, skipped, dataset = data.load(config.data_dir, config.revision, *data.selection(config.tasks))
         judge = None if config.judge_model in (None, NO_JUDGE) else config.judge_model
         web = web_from_config(config, shipped=[WEB_REPLAY] if WEB_REPLAY.is_file() else [])
         return cls(tasks, skipped, dataset, config.scoring, judge, critical, web)
@@ -505,10 +510,14 @@ class VisualToolBench(Suite):
         return {
             "benchmark": "VisualToolBench (arXiv 2510.12712)",
             "dataset": self.dataset,
+            "harness": HARNESS,
             "protocol": (f"scripts/model_inference.py FunC_with_tools: system prompt '{SYSTEM_LEVEL}', the six tools "
-                         f"of scripts/tools.py as function calls, {MAX_ROUNDS} rounds of calls per turn; multi-turn "
-                         f"tasks with the earlier turns' {'golden' if self.history == 'golden' else 'model'} answers "
-                         "in context; web tools answered from recorded replies (--web)"),
+                         f"of scripts/tools.py as function calls in the model's own call format (none of its preset's "
+                         f"prompts or tools), {MAX_ROUNDS} rounds of calls per turn; multi-turn tasks with the "
+                         f"earlier turns' {'golden' if self.history == 'golden' else 'model'} answers in context; "
+                         "web tools answered from recorded replies (--web); temperature 0 (1 for OpenAI's reasoning "
+                         "models), no token cap (up to the context length), images at the checkpoint processor's "
+                         "own size"),
             "scoring": f"{self.scoring}, critical rubrics by {self.critical} (the benchmark's run_judge_*.py at "
                        "xi1ngang/VisualToolBench@d4f200a)",
             "judge": (f"{self.judge_model}, one request per rubric per turn (the paper's judge: {scoring.JUDGE_MODEL})"
@@ -516,13 +525,19 @@ class VisualToolBench(Suite):
                                                f"{scoring.JUDGE_MODEL}; give --judge_model)"),
         }
 
-    def defaults(self, model: str) -> dict:
-        return {**SAMPLING, "max_images": MAX_IMAGES}
+    def defaults(self, model: str, preset: str) -> dict:
+        # the reference's name rule is for API model names: a checkpoint's path could contain "o3" by chance
+        reasoning = preset == "openai" and ("thinking" in model or any(name in model for name in REASONING_MODELS))
+        return {"temperature": 1.0 if reasoning else 0.0, **UNCAPPED, "max_images": MAX_IMAGES}
 
     def profile(self, profile):
+        """Every preset gets exactly the runner's tools in its own call format: an API speaks OpenAI function calls;
+        a checkpoint the paper's way of serving it (vLLM's hermes parser, as for every Qwen2.5-VL fine-tune: DeepEyes,
+        Thyme) with the profile's tool placement and stop strings, none of its own prompt, wrappers, reminder or
+        tools (an unknown tool would end the task)."""
         inner = profile.protocol
-        if isinstance(inner, CodeProtocol) or not isinstance(inner, (HermesProtocol, OpenAIProtocol)):
-            inner = HermesProtocol(stop=QWEN_STOP)  # the reference speaks OpenAI function calls
+        if not isinstance(inner, OpenAIProtocol):
+            inner = inner.plain() if isinstance(inner, HermesProtocol) else HermesProtocol(stop=QWEN_STOP)
         protocol = VtbProtocol(name=f"{inner.name}-visualtoolbench", stop=inner.stop, images_first=False,
                                end_of_turn=inner.end_of_turn, inner=inner, transformed=self.texts["transformed_images"],
                                image_tool=json.dumps(self.schemas["python_image_processing"]))

@@ -16,6 +16,10 @@ turn (single-turn: the first of `image_paths`) and nothing else, so that is what
 turn 0's first image and each later turn is a `FollowUp` with its prompt and its first image. A row the reference
 could not run (no prompt, rubrics that do not parse, a missing or unreadable image) is skipped with its reason and
 counted as unscored.
+
+`--tasks` picks a part of it: `single` and/or `multi` (the turn kinds, as the reference's two scripts run them) and
+/or the paper's domains (`stem`, `medicine`, `finance`, `sports`, `generalist`); rows outside the part, skipped ones
+included, are not loaded.
 """
 
 from __future__ import annotations
@@ -28,16 +32,44 @@ import numpy as np
 from PIL import Image
 
 from eval.benchmarks.data import LazyImages, RowError, checked_rows
+from eval.benchmarks.visualtoolbench.scoring import domain
 from eval.suites import FollowUp, Skipped, Task
 
 HUB_REPO = "ScaleAI/VisualToolBench"
 SPLIT = "test"  # download_dataset.py reads ds['test']
 SCORER = "visualtoolbench"  # the benchmark's rubric judge (scoring.py)
 KINDS = ("single_turn", "multi_turn")
+TURNS = {"single": "single_turn", "multi": "multi_turn"}  # --tasks names of the kinds
+# The paper's domain columns and the domains (prompt_category after analyze_results' STEM merge, any case) each
+# gathers.
+DOMAINS = {"STEM": ("stem",), "Medicine": ("medical", "medicine"), "Finance": ("finance",),
+           "Sports": ("sports",), "Generalist": ("generalist", "general")}
 
 
-def load(data_dir: str | None = None, revision: str | None = None) -> tuple[list[Task], list[Skipped], str]:
-    """The tasks, the skipped rows and the dataset's name (hub repo@revision, or the local folder)."""
+def domain_column(value) -> str | None:
+    """The paper's domain column of a domain (`scoring.domain` of a prompt_category), None outside them."""
+    value = str(value or "").strip().lower()
+    return next((column for column, names in DOMAINS.items() if value in names), None)
+
+
+def selection(names) -> tuple[set[str], set[str] | None]:
+    """`--tasks` as the turn kinds and the domain columns it keeps (None: every domain, those outside the paper's
+    five included); an unknown name is an error that lists the known ones."""
+    columns = {column.lower(): column for column in DOMAINS}
+    picked = {str(name).lower() for name in names}
+    unknown = sorted(picked - set(TURNS) - set(columns))
+    if unknown:
+        raise ValueError(f"unknown --tasks value(s) {unknown}; VisualToolBench's are {', '.join(TURNS)} (the turn "
+                         f"kinds) and {', '.join(columns)} (the paper's domains), e.g. --tasks single")
+    kinds = {TURNS[name] for name in picked & set(TURNS)} or set(KINDS)
+    domains = {columns[name] for name in picked & set(columns)} or None
+    return kinds, domains
+
+
+def load(data_dir: str | None = None, revision: str | None = None, kinds=frozenset(KINDS),
+         domains=None) -> tuple[list[Task], list[Skipped], str]:
+    """The tasks, the skipped rows and the dataset's name (hub repo@revision, or the local folder), of the rows
+    whose kind is in `kinds` and (unless None) whose domain column is in `domains` (see `selection`)."""
     if data_dir is None:
         rows, source = _hub_rows(revision), f"{HUB_REPO}@{revision or 'main'} (split {SPLIT})"
         root = None
@@ -48,8 +80,12 @@ def load(data_dir: str | None = None, revision: str | None = None) -> tuple[list
                                     f"wrote (data/ with single_turn/ and multi_turn/) or the {HUB_REPO} parquet files")
         rows, root = _folder_rows(folder)
         source = f"{folder} (local copy of {HUB_REPO})"
-    numbered = _numbered(rows)
-    tasks, skipped = checked_rows(numbered, lambda row: _task(row, root), lambda n: numbered[n]["_where"],
+    kept = [row for row in _numbered(rows) if row["_kind"] in kinds
+            and (domains is None or domain_column(domain(row.get("prompt_category"))) in domains)]
+    if not kept:
+        raise ValueError(f"{source} has no row of the selection (--tasks: {', '.join(sorted(kinds))}"
+                         f"{'; ' + ', '.join(sorted(domains)) if domains else ''}); choose another")
+    tasks, skipped = checked_rows(kept, lambda row: _task(row, root), lambda n: kept[n]["_where"],
                                   category="prompt_category")
     return tasks, skipped, source
 
@@ -99,8 +135,9 @@ def _folder_rows(folder: Path) -> tuple[list[dict], Path | None]:
 
 
 def _numbered(rows: list[dict]) -> list[dict]:
-    """Each row with the sample number download_dataset.py gives it (its place among the single-turn or the
-    multi-turn rows), which names its image folder."""
+    """Each row with its kind (download_dataset.py's rule, and the task's: more than one prompt is multi-turn) and
+    the sample number download_dataset.py gives it (its place among the rows of its kind), which names its image
+    folder."""
     counts = {kind: 0 for kind in KINDS}
     for row in rows:
         prompts = row.get("turn_prompts")

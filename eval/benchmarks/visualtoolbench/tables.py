@@ -1,5 +1,6 @@
 """VisualToolBench's tables in the paper's layout, with the paper's published numbers for the same model beside
-ours (`paper_results.json`): Table 3 (APR per domain, single- and multi-turn), Table 7 (ARS, the same layout),
+ours (`paper_results.json`): Table 3 (APR per domain, single- and multi-turn), Table 5 (single-turn APR per domain,
+where the appendix puts its additional models: Thyme-7B, Deepeyes-7B, ...), Table 7 (ARS, Table 3's layout),
 Table 8 (tool-call proactivity, success rate and volume) and APR / ARS per task category (eval_focus, the paper's
 Figure 3), each naming the judge.
 
@@ -10,13 +11,11 @@ were (the reference drops such tasks, so its own analysis, `scoring.analyze_resu
 
 from __future__ import annotations
 
-from eval.benchmarks.papers import paper_rows, table_lines
+from eval.benchmarks.papers import paper_label, paper_rows, table_lines
+from eval.benchmarks.visualtoolbench.data import DOMAINS, domain_column
 from eval.benchmarks.visualtoolbench.scoring import tool_metrics
 
 PAPER = "eval/benchmarks/visualtoolbench/paper_results.json"
-# The paper's domain columns and the prompt_category values (after the STEM merge) each gathers.
-DOMAINS = {"STEM": ("stem",), "Medicine": ("medical", "medicine"), "Finance": ("finance",),
-           "Sports": ("sports",), "Generalist": ("generalist", "general")}
 TURNCASES = (("single", "Single-Turn"), ("multi", "Multi-Turn"))
 MODE_NAMES = {"tools": "this run", "no_tools": "this run, without tools"}
 
@@ -24,7 +23,7 @@ MODE_NAMES = {"tools": "this run", "no_tools": "this run, without tools"}
 def tables(records: list[dict], config: dict) -> list[str]:
     tasks = [r for r in records if isinstance(r.get("visualtoolbench"), dict)]
     judge = _judge(tasks, config)
-    return [_by_domain(tasks, config, judge, "Table 3", "APR (%)", _apr),
+    return [_by_domain(tasks, config, judge, "Table 3", "APR (%)", _apr), _single_turn(tasks, config, judge),
             _by_domain(tasks, config, judge, "Table 7", "ARS", _ars),
             _tools(tasks, config, judge), _by_focus(tasks, judge)]
 
@@ -39,8 +38,7 @@ def _turn(record: dict) -> str:
 
 
 def _domain_column(record: dict) -> str | None:
-    value = str(record["visualtoolbench"].get("domain") or "").strip().lower()
-    return next((column for column, names in DOMAINS.items() if value in names), None)
+    return domain_column(record["visualtoolbench"].get("domain"))
 
 
 def _modes(tasks: list[dict]) -> list[tuple[str, list[dict]]]:
@@ -66,13 +64,31 @@ def _by_domain(tasks: list[dict], config: dict, judge: str, table: str, metric: 
         cells = [[r for r in group if _turn(r) == turn and _domain_column(r) == column] for turn, column in columns]
         rows.append([MODE_NAMES.get(mode, mode), value(group), *(value(c) for c in cells)])
     for paper in paper_rows(PAPER, table, config.get("model")):
-        rows.append([f"paper: {paper['model']}", *(_paper_value(paper["values"].get(key), table)
+        rows.append([paper_label(PAPER, table, paper, config), *(_paper_value(paper["values"].get(key), table)
                                                    for key in ("overall", *(f"{t}_{c.lower()}" for t, c in columns)))])
     rows.append(["tasks", len(_ids(tasks)), *(len(_ids([r for r in tasks if _turn(r) == t and _domain_column(r) == c]))
                                               for t, c in columns)])
     header = ["", "Overall", *(f"{name} {column}" for turn, name in TURNCASES for column in DOMAINS)]
     return "\n".join([f"## VisualToolBench {table}: {metric} per domain (judge: {judge})", "",
                       *table_lines(header, rows), "", _notes(tasks, judge)])
+
+
+def _single_turn(tasks: list[dict], config: dict, judge: str) -> str:
+    """Table 5: single-turn APR, overall and per domain, the layout the appendix gives its additional models."""
+    single = [r for r in tasks if _turn(r) == "single"]
+    rows = []
+    for mode, group in _modes(single):
+        rows.append([MODE_NAMES.get(mode, mode), _apr(group),
+                     *(_apr([r for r in group if _domain_column(r) == column]) for column in DOMAINS)])
+    for paper in paper_rows(PAPER, "Table 5", config.get("model")):
+        rows.append([paper_label(PAPER, "Table 5", paper, config),
+                     *(_paper_value(paper["values"].get(f"single_{key}"), "Table 5")
+                       for key in ("overall", *(c.lower() for c in DOMAINS)))])
+    rows.append(["tasks", len(_ids(single)), *(len(_ids([r for r in single if _domain_column(r) == column]))
+                                               for column in DOMAINS)])
+    header = ["", "Single-Turn Overall", *(f"Single-Turn {column}" for column in DOMAINS)]
+    return "\n".join([f"## VisualToolBench Table 5: single-turn APR (%) per domain (judge: {judge})", "",
+                      *table_lines(header, rows), "", _notes(single, judge)])
 
 
 def _ids(records: list[dict]) -> set:
@@ -111,7 +127,7 @@ def _tools(tasks: list[dict], config: dict, judge: str) -> str:
                                                   None if c["volume"] is None else f"{c['volume']:.2f}"))])
     for paper in paper_rows(PAPER, "Table 8", config.get("model")):
         values = paper["values"]
-        rows.append([f"paper: {paper['model']}", values["total_calls"],
+        rows.append([paper_label(PAPER, "Table 8", paper, config), values["total_calls"],
                      *(_fraction(values[f"{t}_{k}"]) if k != "volume" else f"{values[f'{t}_volume']:.2f}"
                        for t, _ in TURNCASES for k in ("proactivity", "success_rate", "volume"))])
     header = ["", "Total #", *(f"{name} {k}" for _, name in TURNCASES for k in ("Proactivity", "Success Rate",

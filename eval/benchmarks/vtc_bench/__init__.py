@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from eval.backends import Sampling
 from eval.benchmarks.data import keep, wanted
-from eval.benchmarks.vtc_bench import data, scoring, tables
+from eval.benchmarks.vtc_bench import data, scoring, tables, thyme_framework
 from eval.benchmarks.vtc_bench.harness import MAX_ROUNDS, QwenAgentLoop, protocol_texts
 from eval.config import NO_JUDGE
 from eval.suites import Suite
@@ -31,13 +31,20 @@ MAX_IMAGES = 32  # the original, up to 20 rounds of tool images and room for sev
 
 class VtcBench(Suite):
     name = "vtc_bench"
+    # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused
+    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "track", "prompt_variant"})
 
     def __init__(self, tasks, skipped, dataset: str, scoring_mode: str, judge: str | None,
-                 track: str = "interface", variant: str = "strong"):
+                 track: str = "interface", variant: str = "strong", preset: str | None = None):
         super().__init__(tasks, skipped)
         self.dataset, self.scoring, self.judge_model = dataset, scoring_mode, judge
         self.track, self.variant = track, variant
         self.texts = protocol_texts()
+        # the paper ran DeepEyes and Thyme through the Thyme framework in the code track (thyme_framework.py)
+        self.thyme = track == "code" and preset in thyme_framework.PRESETS
+        self.preset = preset
+        self._base_profile = None  # the Qwen-Agent path's profile: the direct (no tools) setting of a Thyme run
+        self._next_phase: dict[tuple[str, str], str] = {}  # a Thyme run's next restart: "generation" or "fallback"
 
     @classmethod
     def from_config(cls, config) -> "VtcBench":
@@ -46,27 +53,38 @@ class VtcBench(Suite):
             raise ValueError(f"unknown --track {track!r} for vtc_bench; use one of {TRACKS}")
         if variant not in VARIANTS:
             raise ValueError(f"unknown --prompt_variant {variant!r} for vtc_bench; use one of {VARIANTS}")
-        if config.study:
-            raise ValueError("--study belongs to tir_bench; vtc_bench's variants are --track and --prompt_variant")
-        if config.toolset:
-            raise ValueError("vtc_bench offers its own tools (the opencv_* set, or code with --track code); "
-                             "drop --toolset")
         categories = wanted(config.tasks, data.CATEGORIES, "VTC-Bench category")
         tasks, skipped, dataset = data.load(config.data_dir, config.revision)
         judge = None if config.judge_model == NO_JUDGE else config.judge_model
-        return cls(*keep(tasks, skipped, categories, data.CATEGORIES), dataset, config.scoring, judge, track, variant)
+        return cls(*keep(tasks, skipped, categories, data.CATEGORIES), dataset, config.scoring, judge, track, variant,
+                   config.preset)
 
     @property
     def variant_name(self) -> str:
         return f"{self.track}/{self.variant}"
 
     def describe(self) -> dict:
+        if self.thyme:
+            sampling = ", ".join(f"{k} {v}" for k, v in thyme_framework.SAMPLING[self.preset].items())
+            config = "Custom-DeepEyes" if self.preset == "deepeyes" else "Custom-Thyme"
+            protocol = (f"code track through the Thyme framework (VLMEvalKit's ThymeAPI, {config} in "
+                        "cs-w0r1d/VTC-Bench@93a33a4): REASONING_SYS_PROMPT and generate_prompt_final_qa, <code> "
+                        "blocks run in the sandbox by the reference's rules, "
+                        f"{thyme_framework.MAX_ITERATIONS} model calls per generation, "
+                        f"{thyme_framework.MAX_GENERATIONS} generations then the simple prompt, the item "
+                        f"run again while its answer is empty ({thyme_framework.API_RETRIES} in all); the model's own "
+                        f"sampling ({sampling}); images at the checkpoint processor's own size; the --prompt_variant "
+                        "does not apply. Without tools: the suite's prompts, one reply")
+        else:
+            protocol = (f"{self.track} track, {self.variant.replace('_chain', '')} system prompt, "
+                        f"{'with' if self.variant.endswith('_chain') else 'without'} the ground-truth tool chain "
+                        "in the prompt; Qwen-Agent's 20-round loop; the paper's sampling for open models; images at "
+                        "the checkpoint processor's own size")
         return {
             "benchmark": "VTC-Bench (arXiv 2603.15030)",
             "dataset": self.dataset,
-            "protocol": (f"{self.track} track, {self.variant.replace('_chain', '')} system prompt, "
-                         f"{'with' if self.variant.endswith('_chain') else 'without'} the ground-truth tool chain "
-                         "in the prompt; Qwen-Agent's 20-round loop; the paper's sampling for open models"),
+            "harness": thyme_framework.NAME if self.thyme else "qwen-agent",
+            "protocol": protocol,
             "scoring": f"{self.scoring} (official: VLMEvalKit's VTCBenchDataset in cs-w0r1d/VTC-Bench@93a33a4; "
                        "strict: tirlab's scorers)",
             "judge": (f"{self.judge_model} for the answers the rules reject (the paper names GPT-4o; the script's "
@@ -74,24 +92,32 @@ class VtcBench(Suite):
                       "none: rule-based matching only (the reference's fallback without an API key)"),
         }
 
-    def defaults(self, model: str) -> dict:
-        return {**SAMPLING["thinking" if "thinking" in model.lower() else "instruct"], "max_images": MAX_IMAGES}
+    def defaults(self, model: str, preset: str) -> dict:
+        if self.track == "code" and preset in thyme_framework.PRESETS:  # Custom-DeepEyes / Custom-Thyme
+            return {**thyme_framework.SAMPLING[preset], "max_pixels": 0, "max_images": MAX_IMAGES}
+        # the paper serves open models with vLLM, whose processor keeps the checkpoint's own image size
+        return {**SAMPLING["thinking" if "thinking" in model.lower() else "instruct"], "max_pixels": 0,
+                "max_images": MAX_IMAGES}
 
     def profile(self, profile):
         protocol = profile.protocol
         if isinstance(protocol, OpenAIProtocol):
             protocol = replace(protocol, images_first=False)
         else:  # hermes through the model's own format; DeepEyes' zoom-only tool prompt and Thyme's code do not apply
-            hermes = protocol if isinstance(protocol, HermesProtocol) else HermesProtocol(stop=QWEN_STOP)
-            protocol = HermesProtocol(name="hermes-vtc", tools_in=hermes.tools_in, stop=hermes.stop, images_first=False)
+            hermes = protocol.plain() if isinstance(protocol, HermesProtocol) else HermesProtocol(stop=QWEN_STOP)
+            protocol = replace(hermes, name="hermes-vtc", images_first=False)
         system = self.texts["system_weak" if self.variant.startswith("weak") else "system_strong"]
-        return replace(profile, protocol=protocol, system_prompt=system, question_suffix="",
+        base = replace(profile, protocol=protocol, system_prompt=system, question_suffix="",
                        toolset="vtc_bench" if self.track == "interface" else None, code_tool=None,
                        budgets=Budgets(max_turns=MAX_ROUNDS, max_tool_calls=10 * MAX_ROUNDS, max_images=MAX_IMAGES),
                        answer_with_calls="calls", harness=QwenAgentLoop(),
                        # Qwen-Agent runs every call of a reply (the prompt asks for one); a reply without a call
                        # or an answer gets the harness's nudge
                        max_calls_per_turn=None, answer_tag_required=False)
+        if not self.thyme:
+            return base
+        self._base_profile = base
+        return thyme_framework.profile_for(base)
 
     def toolboxes(self, profile):
         from eval.loop import ToolBoxes
@@ -100,6 +126,11 @@ class VtcBench(Suite):
         def make(mode) -> ToolBox:
             if mode == "no_tools":
                 return ToolBox(None)
+            if self.thyme:
+                from runtime.sandbox import SandboxPool
+
+                return ToolBox(None, code_tools=[thyme_framework.THYME_SANDBOX],
+                               sandbox=SandboxPool(thyme_framework.SANDBOX_CONFIG))
             if self.track == "code":
                 from eval.benchmarks.vtc_bench.code_track import CODE_INTERPRETER, SANDBOX_CONFIG
                 from runtime.sandbox import SandboxPool
@@ -110,8 +141,11 @@ class VtcBench(Suite):
         return ToolBoxes(lambda task, mode: mode, make)
 
     def start(self, toolbox, profile, task, mode, budgets):
+        if self.thyme and mode == "tools":
+            return self._start_thyme(toolbox, profile, task)
         if mode == "no_tools":  # the direct baseline: the same prompts, one reply, no tools
-            profile = replace(profile, harness=None)
+            profile = replace(self._base_profile or profile, harness=None)
+            budgets = profile.budgets if self._base_profile else budgets
         template = self.texts["user_with_chain" if self.variant.endswith("_chain") else "user"]
         question = _with_options(task.question, task.meta["options"])
         width, height = task.meta["image_size"]
@@ -124,13 +158,47 @@ class VtcBench(Suite):
         return toolbox.start(profile, prompt, task.images, budgets=budgets,
                              meta={"task": task.id, "category": task.category, "mode": mode})
 
+    def _start_thyme(self, toolbox, profile, task):
+        """A generation of ThymeAPI.generate_inner from its first prompt, or its simple-prompt fallback."""
+        phase = self._next_phase.pop((task.id, "tools"), "generation")
+        options = task.meta["options"]
+        width, height = task.meta["image_size"]
+        if phase == "fallback":
+            profile = thyme_framework.profile_for(self._base_profile or profile, fallback=True)
+            prompt = thyme_framework.simple_prompt(task.question, options)
+        else:
+            def prompt(paths) -> str:
+                return thyme_framework.user_prompt(task.question, options, str(paths[0]), f"{width}x{height}")
+        return toolbox.start(profile, prompt, task.images, budgets=profile.budgets,
+                             meta={"task": task.id, "category": task.category, "mode": "tools", "thyme_phase": phase})
+
     def rerun(self, finished) -> bool:
+        if self.thyme and finished.mode == "tools":
+            return self._rerun_thyme(finished)
+        return self._rerun_qwen_agent(finished)
+
+    def _rerun_thyme(self, finished) -> bool:
+        """A generation without an answer starts again (5 generations, then the simple prompt); an item whose
+        answer is empty (or where the reference's answer extraction raises) is run again, 10 times in all."""
+        calls = _thyme_calls((*finished.earlier, finished))
+        last = calls[-1]
+        if not _thyme_call_ended(last):
+            generations = sum(run.trajectory.meta.get("thyme_phase") == "generation" for run in last)
+            self._next_phase[(finished.task.id, "tools")] = \
+                "generation" if generations < thyme_framework.MAX_GENERATIONS else "fallback"
+            return True
+        if _thyme_call_answer(last) in ("", None) and len(calls) < thyme_framework.API_RETRIES:
+            self._next_phase[(finished.task.id, "tools")] = "generation"
+            return True
+        return False
+
+    def _rerun_qwen_agent(self, finished) -> bool:
         """process_single_item runs an item again (3 runs in all) while its answer is empty or refuses."""
         runs = 1 + len(finished.earlier)
         return runs < scoring.AGENT_RUNS and scoring.answer_needs_rerun(_answer(finished)[1])
 
     def score(self, task, finished) -> dict:
-        text, prediction = _answer(finished)
+        text, prediction = _thyme_answer(finished) if self.thyme and finished.mode == "tools" else _answer(finished)
         row = {**task.meta["row"], "prediction": prediction}
         fields = {"response": text, "prediction": prediction, "variant": self.variant_name,
                   "chain": _chain_fields(finished.trajectory.messages)}
@@ -198,6 +266,45 @@ def _answer(finished) -> tuple[str | None, str | None]:
         text, reasoning = scoring.final_response(agent_messages(run.trajectory.messages))
         answer = scoring.extract_agent_answer(text, reasoning, previous=answer)
     return text, answer
+
+
+def _thyme_calls(runs) -> list[list]:
+    """The runs grouped into ThymeAPI.generate_inner calls: a call ends with an answered run or its fallback."""
+    calls, current = [], []
+    for run in runs:
+        current.append(run)
+        if _thyme_call_ended(current):
+            calls, current = calls + [current], []
+    return calls + ([current] if current else [])
+
+
+def _thyme_call_ended(call: list) -> bool:
+    run = call[-1]
+    return run.stop_reason == "answer" or run.trajectory.meta.get("thyme_phase") == "fallback"
+
+
+def _thyme_call_response(call: list) -> str:
+    """generate_inner's final response: the last reply of its last conversation (an answer as written)."""
+    if call[-1].stop_reason == "answer":
+        return call[-1].answer
+    for run in reversed(call):
+        replies = [message_text(m) for m in run.trajectory.messages if m["role"] == "assistant"]
+        if replies:
+            return replies[-1]
+    return ""
+
+
+def _thyme_call_answer(call: list) -> str | None:
+    return thyme_framework.final_answer(_thyme_call_response(call))
+
+
+def _thyme_answer(finished) -> tuple[str, str]:
+    """The last response and the prediction BaseAPI.generate returns: the last answer that did not raise, or its
+    failure message when that is empty."""
+    calls = _thyme_calls((*finished.earlier, finished))
+    answers = [a for a in map(_thyme_call_answer, calls) if a is not None]
+    answer = answers[-1] if answers else None
+    return _thyme_call_response(calls[-1]), answer if answer not in ("", None) else thyme_framework.FAIL_MESSAGE
 
 
 def agent_messages(messages: list[dict]) -> list[dict]:

@@ -5,7 +5,7 @@ the effective chain, Eff_tool)."""
 
 from __future__ import annotations
 
-from eval.benchmarks.papers import paper_rows, table_lines
+from eval.benchmarks.papers import paper_label, paper_rows, table_lines
 from eval.benchmarks.vtc_bench.data import TIERS
 
 PAPER = "eval/benchmarks/vtc_bench/paper_results.json"
@@ -37,7 +37,8 @@ def _table4(records: list[dict], config: dict) -> str:
                      *(_apr([r for r in group if r["category"] == c]) for c, _ in COLUMNS)])
     for row in paper_rows(PAPER, "Table 4", config.get("model")):
         values = row["values"]
-        rows.append([f"paper: {row['model']} {row.get('size') or ''} {row.get('setting', '')}".replace("  ", " "),
+        name = f"{row['model']} {row.get('size') or ''} {row.get('setting', '')}".replace("  ", " ")
+        rows.append([paper_label(PAPER, "Table 4", row, config, name, compared=row.get("setting") in groups),
                      values.get("overall"),
                      values.get("delta"), *(values.get(c) for c, _ in COLUMNS)])
     tier_rows = [[f"this run: {setting}", *(_apr([r for r in group if r["category"] in categories])
@@ -62,7 +63,8 @@ def _table5(records: list[dict], config: dict) -> str:
                      _pct(sum(len(chain["effective"]) for chain, _ in chains), total)])
     for row in paper_rows(PAPER, "Table 5", config.get("model")):
         values = row["values"]
-        rows.append([f"paper: {row['model']}", *(values.get(k) for k in (
+        inter = any(_setting(r) == "Inter." for r in records if r["mode"] == "tools")  # Table 5's setting
+        rows.append([paper_label(PAPER, "Table 5", row, config, compared=inter), *(values.get(k) for k in (
             "tcr", "apr", "all_avg_tools", "all_unique_tools", "all_mae", "effective_avg_tools",
             "effective_unique_tools", "effective_mae", "efficiency"))])
     header = ["", "TCR (%)", "APR (%)", "all: Avg. T.", "all: Uniq. T.", "all: MAE", "effective: Avg. T.",

@@ -57,7 +57,8 @@ def test_the_reference_policy_scores_every_tir_item_without_an_llm_extractor(tir
     records = evaluate(config(suite="tir_bench", data_dir=str(tir_data), model="reference", backend="reference",
                               tools="on", judge_model="none", out=str(tmp_path / "run")))
     assert len(records) == 13 and all(r["score"] == 1.0 for r in records)
-    assert "TIR-Bench Table 2" in report(tmp_path / "run") and "not comparable with the paper" in report(tmp_path / "run")
+    assert ("TIR-Bench Table 2" in report(tmp_path / "run")
+            and "not comparable with the paper" in report(tmp_path / "run"))
 
 
 def test_tir_bench_on_the_vllm_engine_extracts_scores_and_reports(tiny_engine, tir_data, tmp_path):
@@ -138,7 +139,7 @@ def test_the_reference_policy_cannot_judge(tir_data, tmp_path):
 @pytest.mark.parametrize("settings, problem", [
     (dict(suite="vtc_bench", prompt_variant="loud"), "unknown --prompt_variant 'loud' for vtc_bench"),
     (dict(suite="vtc_bench", track="telepathy"), "unknown --track 'telepathy' for vtc_bench"),
-    (dict(suite="vtc_bench", toolset="default"), "vtc_bench offers its own tools"),
+    (dict(suite="vtc_bench", toolset="default"), "--suite vtc_bench does not use --toolset: drop it"),
     (dict(suite="vtc_bench", tasks=["origami"]), "unknown VTC-Bench category"),
     (dict(suite="tir_bench", tasks=["origami"]), "unknown TIR-Bench task"),
     (dict(suite="tir_bench", study="function_calling", prompt_variant="shout"), "unknown prompt variant 'shout'"),

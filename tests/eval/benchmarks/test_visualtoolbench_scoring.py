@@ -241,8 +241,9 @@ def _records():
 def test_tables_render_in_the_paper_layout():
     out = tables.tables(_records(), {"model": "o4-mini"})
     text = "\n".join(out)
-    assert len(out) == 4
-    assert "Table 3: APR (%)" in out[0] and "Table 7: ARS" in out[1] and "Table 8" in out[2]
+    assert len(out) == 5
+    assert "Table 3: APR (%)" in out[0] and "Table 5: single-turn APR" in out[1] and "Table 7: ARS" in out[2]
+    assert "Table 8" in out[3]
     assert all("judge: o4-mini" in section for section in out)
     assert "| this run | 50.00 | 100.00 | - | 100.00 | 0.00 | - | - | 0.00 | - | - | - |" in out[0]
     assert "| paper: o4-mini | 11.21 |" in out[0]
@@ -250,6 +251,6 @@ def test_tables_render_in_the_paper_layout():
     assert "| tasks | 4 | 1 | 0 | 1 | 1 | 0 | 0 | 1 | 0 | 0 | 0 |" in out[0]
     both = tables.tables(_records() + [{**r, "mode": "no_tools"} for r in _records()], {"model": "o4-mini"})
     assert "| tasks | 4 | 1 | 0 | 1 | 1 |" in both[0]  # a task run with and without tools counts once
-    assert "| this run | 6 | 0.6667 | 0.6667 | 1.00 | 1.0000 | 1.0000 | 3.00 |" in out[2]
-    assert "| paper: o4-mini | 5337 | 0.8159 |" in out[2]
+    assert "| this run | 6 | 0.6667 | 0.6667 | 1.00 | 1.0000 | 1.0000 | 3.00 |" in out[3]
+    assert "| paper: o4-mini | 5337 | 0.8159 |" in out[3]
     assert "region_switch" in text
