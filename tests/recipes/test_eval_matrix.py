@@ -13,6 +13,7 @@ import pytest
 
 from eval.backends import Completion
 from eval.run_vllm import evaluate, parse, resolve
+from tests.eval.benchmarks.helpers import SharedPools
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = ROOT / "eval" / "benchmarks" / "README.md"
@@ -39,6 +40,15 @@ class Answers:
 
     def close(self):
         pass
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pools():
+    shared = SharedPools()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("runtime.sandbox.SandboxPool", shared.pool)
+        yield
+    shared.close()
 
 
 @pytest.fixture(scope="module")

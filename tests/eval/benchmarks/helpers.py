@@ -29,3 +29,38 @@ class ScriptedBackend:
 
     def close(self):
         pass
+
+
+class SharedPools:
+    """Sandbox pools shared by every suite a test module starts (one per configuration): a pool's zygote takes
+    seconds to preload its libraries, and tests that only build first prompts need one of each, not one per test.
+    Install with `monkeypatch.setattr("runtime.sandbox.SandboxPool", pools.pool)`; `close()` ends them."""
+
+    def __init__(self):
+        self.pools = {}
+
+    def pool(self, config=None):
+        from runtime.sandbox import SandboxConfig
+        from runtime.sandbox.pool import SandboxPool
+
+        config = config or SandboxConfig()
+        if config not in self.pools:
+            self.pools[config] = SandboxPool(config)
+        return _Kept(self.pools[config])
+
+    def close(self):
+        for pool in self.pools.values():
+            pool.close()
+
+
+class _Kept:
+    """A shared pool as its user sees it: every call goes through, but closing it is the owner's job."""
+
+    def __init__(self, pool):
+        self._pool = pool
+
+    def __getattr__(self, name):
+        return getattr(self._pool, name)
+
+    def close(self):
+        pass

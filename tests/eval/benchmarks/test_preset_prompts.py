@@ -104,11 +104,3 @@ def test_a_preset_sees_exactly_the_suites_tools(data, cell, preset, tmp_path):
         assert shown == ["rotate"]
     if cell in ("tir_bench/code",) or (own_tools and preset == "thyme"):
         assert shown == []  # code in the reply, no function tools
-
-
-@pytest.mark.parametrize("cell", sorted(CELLS))
-def test_every_hermes_preset_is_offered_the_same_tools(data, cell, tmp_path):
-    """The tools of a cell do not depend on which Qwen-family preset runs it (only their spelling does)."""
-    names = {preset: sorted(first_prompt(data, cell, preset, tmp_path)[1]) for preset in ("qwen2.5-vl", "qwen3-vl",
-                                                                                        "generic")}
-    assert len({tuple(v) for v in names.values()}) == 1, names
