@@ -93,8 +93,10 @@ class EvalConfig:
     top_p: float | None = _help("Nucleus sampling (default: the suite's, else 1).", default=None)
     top_k: int | None = _help("Top-k sampling (0: off; default: the suite's, else off).", default=None)
     presence_penalty: float | None = _help("Presence penalty (default: the suite's, else 0).", default=None)
-    max_turns: int | None = _help("Model replies per episode (default: the profile's).", default=None)
-    max_tool_calls: int | None = _help("Tool calls per episode (default: the profile's).", default=None)
+    max_turns: int | None = _help("Model replies per episode (default: the profile's, or the benchmark's; "
+                                  "visualtoolbench's runner counts its own rounds and refuses it).", default=None)
+    max_tool_calls: int | None = _help("Tool calls per episode (default: the profile's, or the benchmark's; not "
+                                       "visualtoolbench).", default=None)
     max_images: int = _help("Images per prompt, inputs and tool outputs (the engine's per-prompt limit).",
                             default=16)
     max_pixels: int | None = _help("Largest image the processor feeds the model, in pixels; 0: the checkpoint "

@@ -63,7 +63,8 @@ class Suite:
     sampling, and each answer scored by its task's scorer (`judge` tasks by the LLM judge)."""
 
     name = "tasks"
-    settings = frozenset({"toolset"})  # the SUITE_SETTINGS it reads (a tasks file: the tools it is offered)
+    # the SUITE_SETTINGS it reads (a tasks file: the tools it is offered, the episode's budgets)
+    settings = frozenset({"toolset", "max_turns", "max_tool_calls"})
 
     def __init__(self, tasks: list[Task], skipped: list[Skipped] = ()):
         self.tasks = list(tasks)
@@ -158,8 +159,9 @@ BENCHMARKS = {
 # Settings that only some suites read. Each suite names those it reads (`Suite.settings`); a run that sets
 # another one is refused rather than silently ignored.
 SUITE_SETTINGS = ("data_dir", "revision", "scoring", "prompt_variant", "track", "study", "critical", "web",
-                  "web_replay", "web_provider", "web_record", "tasks", "per_task", "difficulty", "toolset")
-SYNTHETIC_SETTINGS = frozenset({"tasks", "per_task", "difficulty", "toolset"})
+                  "web_replay", "web_provider", "web_record", "tasks", "per_task", "difficulty", "toolset", "max_turns",
+                  "max_tool_calls")
+SYNTHETIC_SETTINGS = frozenset({"tasks", "per_task", "difficulty", "toolset", "max_turns", "max_tool_calls"})
 
 
 def suite_class(name: str | None) -> type[Suite]:

@@ -471,7 +471,7 @@ class AgenticMme(Suite):
     name = "agentic_mme"
     # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused
     settings = frozenset({"data_dir", "revision", "scoring", "tasks", "track", "web", "web_replay", "web_provider",
-                          "web_record"})
+                          "web_record", "max_turns", "max_tool_calls"})
     judge_regex = False  # the S judge's verdict format enforced by structured outputs (tests of random-weight judges)
 
     def __init__(self, tasks, skipped, dataset: str, scoring_mode: str, judge: str | None, track: str = DEFAULT_TRACK,

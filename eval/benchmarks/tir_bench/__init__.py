@@ -27,7 +27,8 @@ EXTRACTION_SAMPLING = Sampling(max_tokens=1024, temperature=0.0)
 class TirBench(Suite):
     name = "tir_bench"
     # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused
-    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "toolset", "study", "track", "prompt_variant"})
+    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "toolset", "study", "track", "prompt_variant",
+                          "max_turns", "max_tool_calls"})
 
     def __init__(self, tasks, skipped, dataset: str, scoring: str, judge: str | None, study: str | None = None,
                  track: str | None = None, variant: str | None = None, preset: str | None = None):

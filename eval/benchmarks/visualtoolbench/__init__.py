@@ -483,7 +483,8 @@ def code_tools(schemas: dict) -> list[CodeTool]:
 
 class VisualToolBench(Suite):
     name = "visualtoolbench"
-    # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused
+    # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused. Not --max_turns
+    # or --max_tool_calls: the runner counts its own rounds, 20 of calls per turn
     settings = frozenset({"data_dir", "revision", "scoring", "tasks", "critical", "web", "web_replay", "web_provider",
                           "web_record"})
     judge_regex = False  # constrain a vLLM judge's replies to a verdict object (tests of random-weight judges)

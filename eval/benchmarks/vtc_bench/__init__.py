@@ -32,7 +32,8 @@ MAX_IMAGES = 32  # the original, up to 20 rounds of tool images and room for sev
 class VtcBench(Suite):
     name = "vtc_bench"
     # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused
-    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "track", "prompt_variant"})
+    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "track", "prompt_variant", "max_turns",
+                          "max_tool_calls"})
 
     def __init__(self, tasks, skipped, dataset: str, scoring_mode: str, judge: str | None,
                  track: str = "interface", variant: str = "strong", preset: str | None = None):
