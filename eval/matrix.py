@@ -22,7 +22,7 @@ def matrix(run_dirs: list[str | Path]) -> str:
         summary = _read(run_dir / "summary.json")
         cell = [config.get("model", "-"), config.get("suite", "-"), _variant(config)]
         if summary is None:
-            rows.append([*cell, "-", "not finished (no summary.json: run it, or merge its shards)", "-", "-", "-",
+            rows.append([*cell, "-", "not finished (no summary.json: run it, or merge its shards)", "-", "-", "-", "-",
                          str(run_dir)])
             continue
         report = (run_dir / "report.md").read_text(encoding="utf-8") if (run_dir / "report.md").exists() else ""

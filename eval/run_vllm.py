@@ -158,6 +158,10 @@ def evaluate(config: EvalConfig, backend=None) -> list[dict]:
     _check_models(config, backend)
     suite = load_suite(config)
     config = _with_suite_defaults(config, suite)
+    if not config.max_tokens and config.backend == "openai" and config.api == "openai":
+        raise ValueError("the run's replies have no token cap (--max_tokens 0, the suite's paper sets none), and a "
+                         "server of the OpenAI API (--api openai) would cap them at its own default: serve the model "
+                         "with vLLM (--api vllm) or give --max_tokens N (the report marks it as a deviation)")
     sampling = Sampling(max_tokens=config.max_tokens or None, temperature=config.temperature, top_p=config.top_p,
                         top_k=config.top_k, presence_penalty=config.presence_penalty)
     if config.backend == "hf" and sampling.presence_penalty:

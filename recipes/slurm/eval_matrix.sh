@@ -1,15 +1,16 @@
 #!/bin/bash
 # The whole evaluation matrix (eval/benchmarks/README.md) on a SLURM cluster: every benchmark recipe under
-# recipes/eval/<model>/ as its own array of SHARDS shards through eval.sbatch (each array merges its cell when its
-# shards succeed), then one job, after every array, that merges any cell still unmerged and writes the matrix
-# table to runs/matrix.md. Run from the repository root; extra flags go to every cell's eval/run_vllm.py.
+# recipes/eval/<model>/ as its own array of SHARDS shards through eval.sbatch, then one job, after every array,
+# that merges each cell (the only merge: eval.sbatch's own is off, NO_MERGE=1) and writes the matrix table to
+# runs/matrix.md. Run from the repository root; extra flags go to every cell's eval/run_vllm.py.
 #
 #   bash recipes/slurm/eval_matrix.sh                                   # every cell, 4 shards each
 #   SHARDS=8 MODELS="qwen3_vl_8b deepeyes_7b" bash recipes/slurm/eval_matrix.sh
 #   CELLS="vtc_bench_interface agentic_mme_atm" bash recipes/slurm/eval_matrix.sh --limit 50   # a quick pass
 #
-# A failed shard resumes when its array index is submitted again (eval.sbatch's header); then run the last step
-# again by hand: python -m eval.matrix RUN_DIR ... > runs/matrix.md.
+# A failed shard resumes when its array index is submitted again (NO_MERGE=1 and eval.sbatch's header); then run
+# the last step again by hand: python eval/run_vllm.py merge RUN_DIR, and python -m eval.matrix RUN_DIR ... >
+# runs/matrix.md.
 set -euo pipefail
 
 die() {
@@ -41,7 +42,7 @@ outs=()
 for recipe in "${recipes[@]}"; do
     out=$("${PYTHON}" eval/run_vllm.py run_dir --config "${recipe}" "$@" | tail -n 1)
     [ -n "${out}" ] || die "eval/run_vllm.py run_dir printed no run directory for ${recipe}"
-    job=$(SHARDS=${SHARDS} sbatch --parsable --array="0-$((SHARDS - 1))" recipes/slurm/eval.sbatch "${recipe}" "$@")
+    job=$(NO_MERGE=1 SHARDS=${SHARDS} sbatch --parsable --array="0-$((SHARDS - 1))" recipes/slurm/eval.sbatch "${recipe}" "$@")
     outs+=("${out}")
     jobs+=("${job%%;*}")
     echo "${recipe}: job ${job%%;*}, ${SHARDS} shards, run directory ${out}"

@@ -192,3 +192,11 @@ def test_tasks_scored_by_a_judge_need_one(tmp_path):
     suite = write_jsonl_suite([judged], tmp_path / "suite" / "tasks.jsonl")
     with pytest.raises(ValueError, match="scored by an LLM judge: pass --judge_model"):
         evaluate(_config(tmp_path / "run", suite=str(suite)))
+
+
+def test_a_reply_without_a_cap_is_refused_on_a_strict_openai_server(tmp_path):
+    """transformers serve and other OpenAI-API servers cap a request without max_tokens at their own default: a
+    run whose suite sets no cap must say so, not be cut silently."""
+    with pytest.raises(ValueError, match="no token cap .*--api vllm"):
+        evaluate(resolve(EvalConfig(model="some/model", tasks=["maze"], per_task=1, backend="openai", max_tokens=0,
+                                    base_url="http://127.0.0.1:9/v1", api="openai", out=str(tmp_path / "run"))))

@@ -19,7 +19,7 @@ LAUNCH = ROOT / "recipes" / "slurm" / "launch.sh"
 EVAL_SHARDS = ROOT / "recipes" / "local" / "eval_shards.sh"
 EVAL_MATRIX = ROOT / "recipes" / "slurm" / "eval_matrix.sh"
 RECORDED_ENV = ("CUDA_VISIBLE_DEVICES", "SLURM_PROCID", "SRUN_CPUS_PER_TASK", "MASTER_ADDR", "MASTER_PORT",
-                "ACCELERATE_CONFIG")
+                "ACCELERATE_CONFIG", "NO_MERGE")
 
 FAKE = f"""#!{sys.executable}
 # one fake for every program: what it does depends on the name it was called by
@@ -126,6 +126,8 @@ def test_a_whole_array_is_the_split_and_its_first_task_queues_the_merge(fakes):
     assert other.returncode == 0, other.stderr
     assert _evaluations(other)[0][3:] == ["--shard", "2/4", "--tensor_parallel_size", "2"]
     assert not _calls(other, "sbatch")  # one merge per array
+    unmerged = _eval_sbatch(fakes, _array(0, 0, 3, 4), NO_MERGE="1")  # a caller merges (eval_matrix.sh)
+    assert unmerged.returncode == 0 and _evaluations(unmerged) and not _calls(unmerged, "sbatch")
 
 
 def test_a_resubmitted_index_takes_the_count_from_SHARDS_not_from_its_array(fakes):
@@ -330,6 +332,7 @@ def test_the_matrix_submits_one_array_per_cell_then_the_table_after_all_of_them(
     done = _matrix(fakes, "--limit", "5", SHARDS="2", MODELS="deepeyes_7b thyme_7b", CELLS="tir_bench agentic_mme_atm")
     assert done.returncode == 0, done.stderr
     arrays = [c["argv"] for c in _calls(done, "sbatch") if "--array=0-1" in c["argv"]]
+    assert all(c["env"]["NO_MERGE"] == "1" for c in _calls(done, "sbatch")[:-1])  # the last job is the one merge
     assert arrays == [["--parsable", "--array=0-1", "recipes/slurm/eval.sbatch",
                        str(ROOT / "recipes" / "eval" / model / f"{cell}.yaml"), "--limit", "5"]
                       for model in ("deepeyes_7b", "thyme_7b") for cell in ("agentic_mme_atm", "tir_bench")]

@@ -194,7 +194,9 @@ class LocalProtocol(Protocol):
         else:
             _, code, _, entries, _ = parse_model_output(reply)
             named = [normalize_tool_request(e) for e in entries]
-            calls = [Call(name, arguments) for name, arguments in named if name]
+            # code runs from <code> blocks only: a tool_log entry named like the code tool is an unknown search tool
+            calls = [Call(name, arguments) if name != CODE_TOOL else
+                     Call(name, None, error=f"Error: Unknown tool: {name}") for name, arguments in named if name]
             if not calls and code.strip():
                 calls = [Call(CODE_TOOL, {"code": code})]
         return Parsed(reply, tuple(calls), None, reply, past_turn)

@@ -573,7 +573,8 @@ del _thyme_cell
 
 RESULT_MARK = "\x1ethyme-result\x1e"
 CELL_TIMEOUT_S = 10  # EXEC_TIME_LIMIT
-SANDBOX_CONFIG = SandboxConfig(cell_timeout_s=CELL_TIMEOUT_S)
+# the cell's result line carries every printed line: room for it (the default 8,192 characters would cut it)
+SANDBOX_CONFIG = SandboxConfig(cell_timeout_s=CELL_TIMEOUT_S, max_output_chars=131072)
 
 
 def prepare(code: str) -> str:
@@ -593,10 +594,17 @@ def describe(result, saved) -> str:
                              f"{CELL_TIMEOUT_S} seconds")
     if line is None:  # a crash: the reference's process exits without a result
         return ERROR_MARK + "Sandbox for N/A: Execution failed or timed out (exit code 1)."
-    outcome = json.loads(line[len(RESULT_MARK):])
-    if outcome["error"] is not None:
-        return ERROR_MARK + outcome["error"]
-    return PART_MARK.join(IMAGE_MARK if kind == "image" else value for kind, value in outcome["content"])
+    try:  # the line is the model's code's output too: it may be cut, or forged
+        outcome = json.loads(line[len(RESULT_MARK):])
+        error, content = outcome["error"], outcome["content"]
+        if error is not None:
+            return ERROR_MARK + str(error)
+        parts = [IMAGE_MARK if kind == "image" else value for kind, value in content]
+        if not all(isinstance(part, str) for part in parts):
+            raise TypeError("an output part is not text")
+    except (ValueError, TypeError, KeyError) as err:
+        return ERROR_MARK + f"Sandbox for N/A: the cell's output could not be read ({type(err).__name__})."
+    return PART_MARK.join(parts)
 
 
 THYME_SANDBOX = CodeTool(CODE_TOOL, describe, collect=SHOWN, prelude=CELL, prepare=prepare,

@@ -18,6 +18,7 @@ from PIL import Image
 from eval.benchmarks.agentic_mme import IMAGE_TOOLS, AgenticMme, runners
 from eval.benchmarks.agentic_mme.fixture import write_fixture
 from eval.config import EvalConfig
+from eval.presets import PRESETS
 from eval.run_vllm import evaluate, resolve
 from eval.rundir import RunDir
 from runtime.profiles import DEEPEYES_SYSTEM, DEEPEYES_TURN
@@ -256,3 +257,9 @@ def test_describe_names_the_runner(amme_data):
     other = AgenticMme.from_config(resolve(EvalConfig(suite="agentic_mme", data_dir=str(amme_data), preset="qwen3-vl",
                                                       model="scripted")))
     assert other.describe()["harness"] == "openai-runner"
+
+
+def test_a_tool_log_entry_named_like_the_code_tool_is_an_unknown_tool_not_code():
+    protocol = runners.local_profile(PRESETS["thyme"].profile, "gen").protocol
+    parsed = protocol.parse('<tool_log>[{"tool_name": "python", "code": 5}]</tool_log>')
+    assert [(c.name, c.arguments, c.error) for c in parsed.calls] == [("python", None, "Error: Unknown tool: python")]

@@ -171,3 +171,14 @@ def test_the_presets_run_the_thyme_framework_on_the_vllm_engine(preset, tiny_eng
     assert "image_zoom_in_tool" not in every and DEEPEYES_SYSTEM[:60] not in every and CODE_SYSTEM[:60] not in every
     assert json.loads((out / "config.json").read_text())["protocol"]["harness"] == tf.NAME
     shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.mark.parametrize("stdout", [
+    tf.RESULT_MARK + '{"error": null, "content": [["text", "cut off', tf.RESULT_MARK + '{"error": null}',
+    tf.RESULT_MARK + '{"error": null, "content": [["text", 5]]}', tf.RESULT_MARK + '[1, 2]'])
+def test_a_result_line_the_host_cannot_read_is_the_cells_error_not_a_crash(stdout):
+    """The result line is the model's code's output too: cut by the output limit, or forged by the code itself."""
+    from types import SimpleNamespace
+
+    said = tf.describe(SimpleNamespace(stdout=f"printed\n{stdout}", timed_out=False), [])
+    assert said.startswith(tf.ERROR_MARK) and "could not be read" in said
