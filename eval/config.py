@@ -57,6 +57,9 @@ class EvalConfig:
     track: str | None = _help("vtc_bench: 'interface' (the opencv_* tools) or 'code' (model-written Python); "
                               "agentic_mme: 'atm' (atomic tools) or 'gen' (model-written Python); "
                               "tir_bench --study function_calling: 'function' or 'code'.", default=None)
+    ablation: str | None = _help("A paper's ablation setting, by the suite's own names (agentic_mme: Table 4's tool "
+                                 "availability; visualtoolbench: Figure 7's no-vision-tool run); each suite's README "
+                                 "lists its values.", default=None)
     study: str | None = _help("tir_bench: 'function_calling', the rotation-game study of the paper's section 4.4.",
                               default=None)
     critical: str | None = _help("visualtoolbench: which rubrics a task must meet to pass: 'weight' (weight >= 4, "

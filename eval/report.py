@@ -1,4 +1,5 @@
-"""The report of an evaluation run: `summary.json`, `report.md` and plots, from the run's records.
+"""The report of an evaluation run: `summary.json`, `report.md` and plots (a benchmark's paper figures among
+them), from the run's records.
 
     summary = write_report(run_dir, records, config)          # records: the lines of records.jsonl
 
@@ -20,7 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from eval.metrics import process_metrics
-from eval.suites import suite_tables
+from eval.suites import suite_figures, suite_tables
 from runtime.web import unavailable_calls
 
 MODES = ("tools", "no_tools")
@@ -125,11 +126,12 @@ def write_report(run_dir: Path, records: list[dict], config: dict | None = None)
         _plot_accuracy(summary, run_dir / "plots" / PLOTS["accuracy"])
         _plot_tools(summary, run_dir / "plots" / PLOTS["tools"])
         _plot_turns(records, run_dir / "plots" / PLOTS["turns"])
-    (run_dir / "report.md").write_text(_markdown(summary, records, config or {}), encoding="utf-8")
+        figures = suite_figures((config or {}).get("suite"), records, config or {}, run_dir / "plots")
+    (run_dir / "report.md").write_text(_markdown(summary, records, config or {}, figures), encoding="utf-8")
     return summary
 
 
-def _markdown(summary: dict, records: list[dict], config: dict) -> str:
+def _markdown(summary: dict, records: list[dict], config: dict, figures: list[tuple[str, str]]) -> str:
     modes = summary["modes"]
     lines = ["# Evaluation report", ""]
     for key in ("model", "profile", "backend", "suite"):
@@ -191,6 +193,8 @@ def _markdown(summary: dict, records: list[dict], config: dict) -> str:
     lines += ["", "## Plots", ""]
     lines += [f"![{title}](plots/{PLOTS[key]})" for key, title in
               (("accuracy", "accuracy per category"), ("tools", "tool calls per tool"), ("turns", "turns per episode"))]
+    if figures:
+        lines += ["", "## The paper's figures", "", *(f"![{title}](plots/{name})" for title, name in figures)]
     return "\n".join([*lines, "", HOW_TO_READ, ""])
 
 

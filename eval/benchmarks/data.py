@@ -130,3 +130,39 @@ class LazyImages(Sequence):
 
     def __repr__(self) -> str:
         return f"LazyImages({len(self)} image(s))"
+
+
+def count_check(benchmark: str, expected: dict[str, dict[str, int]], rows: list[tuple[str, dict[str, str]]],
+                skipped: list[Skipped] = ()) -> str:
+    """How a loaded dataset compares with the item counts its paper states, in one line for the run's output and
+    the report. `expected` maps a level ("total", "category", "level", "split", ...) to each group's count
+    (the total as {"all": n}); `rows` is every row read, tasks and skipped rows alike, as (id, {level: group}).
+    The answer is a match, a subset (fewer rows than the paper in some groups and more in none: a local copy
+    or a slice) or the differences, naming the rows of a group the paper does not have and the skipped rows."""
+    total = expected.get("total", {}).get("all")
+    found = {level: Counter(fields.get(level) for _, fields in rows) for level in expected if level != "total"}
+    fewer, more, unknown = [], [], []
+    for level, groups in expected.items():
+        counts = Counter({"all": len(rows)}) if level == "total" else found[level]
+        for group, count in groups.items():
+            if counts[group] < count:
+                fewer.append(f"{level} {group}: {counts[group]} here, {count} in the paper")
+            elif counts[group] > count:
+                more.append(f"{level} {group}: {counts[group]} here, {count} in the paper")
+        if level != "total":
+            strangers = sorted({str(g) for g in counts if g not in groups})
+            for group in strangers:
+                ids = [ident for ident, fields in rows if str(fields.get(level)) == group]
+                unknown.append(f"{level} {group!r}, which the paper does not have: {len(ids)} row(s) "
+                               f"({_some(ids)})")
+    unloadable = f"; {len(skipped)} row(s) could not be loaded ({_some([s.id for s in skipped])})" if skipped else ""
+    stated = f"the paper's {total} items" if total else "the paper's counts"
+    if not (fewer or more or unknown):
+        return f"{benchmark}: {len(rows)} rows, as {stated} per {', '.join(expected)}{unloadable}"
+    if fewer and not (more or unknown):
+        return (f"{benchmark}: a subset, {len(rows)} rows of {stated} ({'; '.join(fewer)}){unloadable}")
+    return f"{benchmark}: differs from {stated}: {'; '.join(more + fewer + unknown)}{unloadable}"
+
+
+def _some(ids: list[str], shown: int = 8) -> str:
+    return ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")

@@ -8,13 +8,14 @@
 
 A `Suite` holds the tasks and the hooks where a benchmark's protocol differs from tirlab's defaults: the
 prompt and budgets (`profile`, `start`), the sampling its paper used (`defaults`), its tools (`toolboxes`),
-how an episode is scored (`score`, then `judge` for what needs an LLM) and its paper-layout tables
-(`tables`). The synthetic and JSONL suites use every default.
+how an episode is scored (`score`, then `judge` for what needs an LLM), its paper-layout tables (`tables`)
+and the paper's figures redrawn (`figures`). The synthetic and JSONL suites use every default.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
@@ -147,6 +148,12 @@ class Suite:
         report` can write them again without the data)."""
         return []
 
+    @staticmethod
+    def figures(records: list[dict], config: dict, folder: Path) -> list[tuple[str, str]]:
+        """The paper's figures redrawn from the run's records (PNG files written into `folder`, the paper's points
+        beside ours where the paper gives numbers): (title, file name) of each, for the report to link."""
+        return []
+
 
 # The public benchmarks, "module:class", imported on first use: the benchmarks build on this module, never the
 # other way round.
@@ -158,7 +165,7 @@ BENCHMARKS = {
 }
 # Settings that only some suites read. Each suite names those it reads (`Suite.settings`); a run that sets
 # another one is refused rather than silently ignored.
-SUITE_SETTINGS = ("data_dir", "revision", "scoring", "prompt_variant", "track", "study", "critical", "web",
+SUITE_SETTINGS = ("data_dir", "revision", "scoring", "prompt_variant", "track", "ablation", "study", "critical", "web",
                   "web_replay", "web_provider", "web_record", "tasks", "per_task", "difficulty", "toolset", "max_turns",
                   "max_tool_calls")
 SYNTHETIC_SETTINGS = frozenset({"tasks", "per_task", "difficulty", "toolset", "max_turns", "max_tool_calls"})
@@ -187,6 +194,11 @@ def check_settings(suite: str, chosen: set[str]) -> None:
 def suite_tables(name: str | None, records: list[dict], config: dict) -> list[str]:
     """The paper-layout sections of a suite's report."""
     return suite_class(name).tables(records, config)
+
+
+def suite_figures(name: str | None, records: list[dict], config: dict, folder: Path) -> list[tuple[str, str]]:
+    """The paper figures of a suite's report, drawn into `folder`."""
+    return suite_class(name).figures(records, config, folder)
 
 
 def load_suite(config) -> Suite:

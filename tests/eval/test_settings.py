@@ -15,7 +15,7 @@ from eval.suites import BENCHMARKS, SUITE_SETTINGS, SYNTHETIC_SETTINGS, suite_cl
 VALUES = {
     "model": "Qwen/Qwen2.5-VL-7B-Instruct", "preset": "qwen2.5-vl", "backend": "vllm", "base_url": "http://127.0.0.1:9/v1",
     "api_key_env": "MY_KEY", "suite": "synthetic", "data_dir": "data", "revision": "main", "scoring": "strict",
-    "prompt_variant": "strong", "track": "code", "study": "function_calling", "critical": "flag", "web": "offline",
+    "prompt_variant": "strong", "track": "code", "ablation": "no_vision_tools", "study": "function_calling", "critical": "flag", "web": "offline",
     "web_replay": "{replay}", "web_provider": None, "web_record": "web.jsonl", "tasks": "maze", "per_task": "2",
     "difficulty": "easy", "limit": "3", "toolset": "default", "tools": "both", "out": "{out}", "overwrite": "true",
     "shard": "0/2", "seed": "1", "max_tokens": "0", "temperature": "0.5", "top_p": "0.9", "top_k": "5",
