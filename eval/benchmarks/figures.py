@@ -1,5 +1,6 @@
 """The charts the benchmarks' paper figures are redrawn with: ours as solid bars or lines, the paper's published
-points beside them (hatched bars, hollow markers) where the paper gives numbers. Each writes one PNG."""
+points beside them (hatched bars, hollow markers) where the paper gives numbers. Each writes one PNG and returns
+its figure."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ PAPER_STYLE = {"hatch": "//", "fill": False}
 
 def bars(path: Path, title: str, labels: list[str], ours: dict[str, list[float | None]],
          paper: dict[str, list[float | None]] | None = None, ylabel: str = "accuracy (%)",
-         ylim: tuple[float, float] | None = (0, 105)) -> None:
+         ylim: tuple[float, float] | None = (0, 105)) -> Figure:
     """Grouped bars: one group per label, one bar per series (the paper's series hatched). None is no bar."""
     series = [(name, values, False) for name, values in ours.items()] + \
              [(f"paper: {name}", values, True) for name, values in (paper or {}).items()]
@@ -35,11 +36,12 @@ def bars(path: Path, title: str, labels: list[str], ours: dict[str, list[float |
     if series:
         ax.legend(fontsize=8)
     figure.savefig(path, dpi=100)
+    return figure
 
 
 def lines(path: Path, title: str, x: list, ours: dict[str, list[float | None]],
           paper: dict[str, list[float | None]] | None = None, xlabel: str = "", ylabel: str = "accuracy (%)",
-          ylim: tuple[float, float] | None = None) -> None:
+          ylim: tuple[float, float] | None = None) -> Figure:
     """One line per series over the same x values (categorical or numeric); the paper's dashed with hollow
     markers. None leaves a gap."""
     figure = Figure(figsize=(6.5, 4.2), layout="constrained")
@@ -57,10 +59,11 @@ def lines(path: Path, title: str, x: list, ours: dict[str, list[float | None]],
         ax.set_ylim(*ylim)
     ax.legend(fontsize=8)
     figure.savefig(path, dpi=100)
+    return figure
 
 
 def scatter(path: Path, title: str, ours: dict[str, tuple[float, float]],
-            paper: dict[str, tuple[float, float]] | None = None, xlabel: str = "", ylabel: str = "") -> None:
+            paper: dict[str, tuple[float, float]] | None = None, xlabel: str = "", ylabel: str = "") -> Figure:
     """Labelled points (x, y): ours filled, the paper's hollow."""
     figure = Figure(figsize=(6.5, 4.5), layout="constrained")
     ax = figure.add_subplot()
@@ -71,3 +74,4 @@ def scatter(path: Path, title: str, ours: dict[str, tuple[float, float]],
                         textcoords="offset points")
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     figure.savefig(path, dpi=100)
+    return figure
