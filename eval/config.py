@@ -52,14 +52,15 @@ class EvalConfig:
     scoring: str = _help("Benchmark suites: 'official' (the benchmark's own scoring, quirks included) or 'strict' "
                          "(tirlab's scorers). Both are recorded; this one is the headline.", default="official")
     prompt_variant: str | None = _help("A benchmark's published prompt variant (vtc_bench: strong, weak, strong_chain, "
-                                       "weak_chain; tir_bench --study function_calling: plain, hint, options).",
-                                       default=None)
+                                       "weak_chain; visualtoolbench: strong, weak; tir_bench --study "
+                                       "function_calling: plain, hint, options, all when omitted).", default=None)
     track: str | None = _help("vtc_bench: 'interface' (the opencv_* tools) or 'code' (model-written Python); "
                               "agentic_mme: 'atm' (atomic tools) or 'gen' (model-written Python); "
-                              "tir_bench --study function_calling: 'function' or 'code'.", default=None)
-    ablation: str | None = _help("A paper's ablation setting, by the suite's own names (agentic_mme: Table 4's tool "
-                                 "availability; visualtoolbench: Figure 7's no-vision-tool run); each suite's README "
-                                 "lists its values.", default=None)
+                              "tir_bench --study function_calling: 'function' or 'code' (both when omitted).",
+                              default=None)
+    ablation: str | None = _help("A paper's ablation setting, by the suite's own names (agentic_mme: image_only, "
+                                 "search_only (Table 4), visual_cues, stepwise_guidance (Table 5); visualtoolbench: "
+                                 "no_vision_tools (Figure 7)); each suite's README lists its values.", default=None)
     study: str | None = _help("tir_bench: 'function_calling', the rotation-game study of the paper's section 4.4.",
                               default=None)
     critical: str | None = _help("visualtoolbench: which rubrics a task must meet to pass: 'weight' (weight >= 4, "
@@ -79,7 +80,8 @@ class EvalConfig:
     difficulty: str = _help("Synthetic suite: easy, medium or hard.", default="medium")
     limit: int | None = _help("Evaluate only the first N tasks of the suite.", default=None)
     toolset: str | None = _help("The tool set offered in the tools mode (tools/toolsets/), e.g. agentic_mme for "
-                                "fewer schemas than default's 49 (default: the preset's own, else the task's).",
+                                "fewer schemas than default's 49 (default: the preset's own, else the task's); "
+                                "--suite visualtoolbench: visualtoolbench, the paper's atomic vision tools.",
                                 default=None)
     tools: str = _help("'on', 'none' (the same tasks without tools) or 'both' (side by side in one report).",
                        default="on")

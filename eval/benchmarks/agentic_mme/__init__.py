@@ -21,7 +21,7 @@ from pathlib import Path
 from eval.backends import Sampling
 from eval.benchmarks.agentic_mme import data, process, runners, scoring, tables
 from eval.benchmarks.agentic_mme.images import JUDGE, as_sent, message_limits, sent_made, sent_original
-from eval.benchmarks.data import keep, wanted
+from eval.benchmarks.data import LazyImages, keep, wanted
 from eval.config import NO_JUDGE
 from eval.suites import Suite
 from runtime.code_tools import TRANSFORMED
@@ -33,9 +33,11 @@ from runtime.protocols.code import CODE_TOOL
 from runtime.toolbox import ToolBox
 from runtime.trajectory import message_text, text
 from tools.toolset import Reply, Tool, ToolSet
+from tools.toolsets.agentic_mme import read_image
 
 FOLDER = Path(__file__).parent
 RUNNER = FOLDER / "prompts" / "runner.json"
+ORACLE = FOLDER / "prompts" / "oracle_guidance.json"
 SEARCH = FOLDER / "prompts" / "search_tools.json"
 WEB_REPLAY = FOLDER / "web_replay.jsonl"
 TRACKS = ("atm", "gen")
@@ -57,6 +59,18 @@ FETCH_CHARS = 12000
 SKIPPED_CALL = "not run: the tool-call budget was spent; the benchmark's runner sends no reply to this call"
 LENS_IMAGE = "_image_index"  # where the toolbox puts the workspace image a Gen lens call names
 INPUT_FILES = "agentic_mme_inputs"  # trajectory meta: the task's image files, which the runner sends from its copy
+# The paper's ablations (section 3.3), as --ablation values. Table 4, tool availability: Full is the default run and
+# Perception-only the no-tool baseline (--tools none); image_only is the runners' own switch (run without
+# --enable_search: the search tools are not offered, a call to one is answered "Search is not enabled");
+# search_only has no switch in the code: tirlab offers the search tools alone (Atm; Gen's code cell is its image
+# tool). Table 5, oracle guidance on the full tool set: the task's ground-truth intermediate images (image_cause/)
+# beside its input images, and with stepwise_guidance also its checkpoints' descriptions, answers masked.
+ABLATIONS = {"image_only": "Table 4 Image-only: the image tools without the search tools",
+             "search_only": "Table 4 Search-only: the search tools without the image tools (Atm only)",
+             "visual_cues": "Table 5 + Visual Cues: the ground-truth intermediate images beside the input",
+             "stepwise_guidance": "Table 5 + Stepwise Guidance: those images and the checkpoints' descriptions"}
+ORACLE_ABLATIONS = ("visual_cues", "stepwise_guidance")
+SEARCH_OFF = "Search is not enabled"  # the runners' reply to a search call when search is not enabled
 
 # the Gen runner's code reader (general/run_general_script_openai.py parse_model_output); its answer readers are
 # scoring.extract_answer_text (Atm), parse_model_output_answer and general_final_answer (Gen)
@@ -66,6 +80,11 @@ NEW_IMAGES = re.compile(r"Image (\d+): ([^,\]]+)")
 
 def runner_texts() -> dict[str, str]:
     return {key: entry["text"] for key, entry in json.loads(RUNNER.read_text(encoding="utf-8")).items()}
+
+
+def oracle_texts() -> dict[str, str]:
+    return {key: entry["text"] for key, entry in json.loads(ORACLE.read_text(encoding="utf-8")).items()
+            if isinstance(entry, dict)}
 
 
 def search_schemas(track: str) -> list[dict]:
@@ -389,6 +408,40 @@ def unknown_tool(name: str) -> Reply:
     return Reply(f"Error: Unknown tool: {name}", error=True)
 
 
+def search_not_enabled(track: str):
+    """The runners' reply to a call the tool set lacks when search is off: Atm answers every call that is not an
+    image tool "Search is not enabled"; Gen answers so for the search tools and "Unknown tool" otherwise."""
+    def reply(name: str) -> Reply:
+        if track == "atm" or name in SEARCH_TOOLS:
+            return Reply(f"Error: {SEARCH_OFF}", error=True)
+        return unknown_tool(name)
+
+    return reply
+
+
+def masked(text: str, words: list[str], mask: str) -> str:
+    """`text` with each of `words` (whole words, any case, the longest first) replaced by `mask`."""
+    for word in sorted({w.strip() for w in words if w and w.strip()}, key=len, reverse=True):
+        text = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", mask, text, flags=re.IGNORECASE)
+    return text
+
+
+def guidance_steps(config: dict) -> list[str]:
+    """The task's checkpoint descriptions in their order, with the answer-related words masked: the golden answer,
+    the answers search checkpoints name ("expected to find: X") and the visual checks' expected answers (but
+    yes / no, which say nothing of the answer)."""
+    checkpoints = data.checkpoints(config)
+    golden = config.get("golden_answer") if isinstance(config.get("golden_answer"), dict) else {}
+    words = [str(golden.get("value") or "")]
+    for checkpoint in checkpoints:
+        words.append(scoring.search_expected_answer(str(checkpoint.get("description") or "")) or "")
+        check = checkpoint.get("visual_check") if isinstance(checkpoint.get("visual_check"), dict) else {}
+        expected = str(check.get("expected_answer") or "")
+        words.append("" if expected.strip().lower() in ("yes", "no") else expected)
+    mask = oracle_texts()["mask"]
+    return [masked(str(c.get("description") or ""), words, mask) for c in checkpoints if c.get("description")]
+
+
 # What the reference's evaluator reads from a run, rebuilt from our trajectory: the runner's tool_use_list and the
 # images in its tool_images folder.
 
@@ -470,15 +523,15 @@ def _profile_name(preset: str | None) -> str | None:
 class AgenticMme(Suite):
     name = "agentic_mme"
     # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused
-    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "track", "web", "web_replay", "web_provider",
-                          "web_record", "max_turns", "max_tool_calls"})
+    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "track", "ablation", "web", "web_replay",
+                          "web_provider", "web_record", "max_turns", "max_tool_calls"})
     judge_regex = False  # the S judge's verdict format enforced by structured outputs (tests of random-weight judges)
 
     def __init__(self, tasks, skipped, dataset: str, scoring_mode: str, judge: str | None, track: str = DEFAULT_TRACK,
-                 web=None, images_dir: Path | None = None):
+                 web=None, images_dir: Path | None = None, ablation: str | None = None, loaded: dict | None = None):
         super().__init__(tasks, skipped)
         self.dataset, self.scoring, self.judge_model, self.track = dataset, scoring_mode, judge, track
-        self.web, self.images_dir = web, images_dir
+        self.web, self.images_dir, self.ablation, self.loaded = web, images_dir, ablation, loaded or {}
         self.texts = runner_texts()
         self.runner = None  # the preset's profile name: which of the benchmark's runners runs it
 
@@ -491,19 +544,26 @@ class AgenticMme(Suite):
             raise ValueError(f"unknown --track {track!r} for agentic_mme; use one of {TRACKS} (atm: the atomic tools, "
                              "gen: model-written Python)")
         if config.prompt_variant:
-            raise ValueError("agentic_mme has one prompt per track; drop --prompt_variant (choose --track atm or gen)")
+            raise ValueError("agentic_mme has one prompt per track; drop --prompt_variant (choose --track atm or gen; "
+                             "the paper's oracle-guidance settings are --ablation visual_cues / stepwise_guidance)")
+        ablation = config.ablation
+        check_ablation(ablation, track, config.tools, _profile_name(config.preset))
         levels = wanted(config.tasks, data.LEVELS, "Agentic-MME level")
-        tasks, skipped, dataset = data.load(config.data_dir, config.revision)
+        tasks, skipped, dataset, loaded = data.load(config.data_dir, config.revision, cues=ablation in ORACLE_ABLATIONS)
+        print(loaded["counts"])
+        for flag in loaded["flags"]:
+            print(f"Agentic-MME: flagged: {flag}")
         judge = None if config.judge_model == NO_JUDGE else config.judge_model
         web = web_from_config(config, shipped=[WEB_REPLAY] if WEB_REPLAY.is_file() else [])
         suite = cls(*keep(tasks, skipped, levels, data.LEVELS), dataset, config.scoring, judge, track, web,
-                    Path(config.out) / "images" if config.out else None)
+                    Path(config.out) / "images" if config.out else None, ablation, loaded)
         suite.runner = _profile_name(config.preset)
         return suite
 
     @property
     def variant_name(self) -> str:
-        return self.track
+        """The track, and the ablation when there is one (merged runs report one row per setting)."""
+        return f"{self.track}-{self.ablation}" if self.ablation else self.track
 
     def describe(self) -> dict:
         return {
@@ -525,6 +585,9 @@ class AgenticMme(Suite):
             "judge": (f"{self.judge_model} for the S checkpoints (text) and V_true (on the images the model made); "
                       "the paper's judge and the script's default: gpt-4o-mini" if self.judge_model else
                       "none: accuracy and V_tool only; S and V_true stay unscored"),
+            "ablation": ABLATIONS[self.ablation] if self.ablation else "none (Table 4's Full setting)",
+            **({"counts": self.loaded["counts"]} if self.loaded.get("counts") else {}),
+            **({"flags": "; ".join(self.loaded["flags"])} if self.loaded.get("flags") else {}),
         }
 
     def _local_protocol(self) -> str:
@@ -573,7 +636,8 @@ class AgenticMme(Suite):
         def make(mode) -> ToolBox:
             if mode == "no_tools":
                 return ToolBox(None)
-            search = search_tools(self.web, self.track)
+            search = [] if self.ablation == "image_only" else search_tools(self.web, self.track)
+            unknown = search_not_enabled(self.track) if self.ablation == "image_only" else unknown_tool
             if self.track == "gen" and profile.name in runners.RUNNERS:
                 from runtime.sandbox import SandboxConfig, SandboxPool
 
@@ -587,13 +651,13 @@ class AgenticMme(Suite):
                 sandbox = SandboxPool(SandboxConfig(cell_timeout_s=CODE_TIMEOUT_S,
                                                     preload=SandboxConfig().preload + ("matplotlib.pyplot",)))
                 return AmmeToolBox("gen", ToolSet("agentic_mme_search", "Agentic-MME's search tools (Gen)",
-                                                  tuple(search), unknown_tool),
+                                                  tuple(search), unknown),
                                    code_tools=[get_code_tool("agentic_mme_gen")], sandbox=sandbox)
             from tools.toolsets import get_toolset
 
-            atomic = get_toolset("agentic_mme")
+            atomic = () if self.ablation == "search_only" else get_toolset("agentic_mme").tools
             return AmmeToolBox("atm", ToolSet("agentic_mme_atm", "Agentic-MME's atomic and search tools (Atm)",
-                                              atomic.tools + tuple(search), unknown_tool))
+                                              atomic + tuple(search), unknown))
 
         return ToolBoxes(lambda task, mode: mode, make)
 
@@ -607,9 +671,26 @@ class AgenticMme(Suite):
         if files is None:
             raise ValueError(f"Agentic-MME task {task.id} holds no image files: the runner sends each image from its "
                              "file, so load the tasks with eval.benchmarks.agentic_mme.data.load")
-        return toolbox.start(profile, question, task.images, system=profile.system_prompt, budgets=budgets,
+        images = task.images
+        if self.ablation in ORACLE_ABLATIONS and mode == "tools":
+            question, files = self._oracle_question(task, question, files)
+            images = LazyImages(files, read_image)
+        return toolbox.start(profile, question, images, system=profile.system_prompt, budgets=budgets,
                              meta={"task": task.id, "category": task.category, "mode": mode,
                                    INPUT_FILES: [str(path) for path in files]})
+
+    def _oracle_question(self, task, question: str, files) -> tuple[str, tuple]:
+        """Table 5's user turn: the task's ground-truth intermediate images after its own (in the workspace, so the
+        tools can use them too), labelled, and with stepwise_guidance the masked checkpoint descriptions."""
+        texts, cues = oracle_texts(), task.meta.get("cue_images") or []
+        if cues:
+            labels = ", ".join(f"Image {k}" for k in range(len(files), len(files) + len(cues)))
+            question += "\n\n" + texts["cues"].format(labels=labels, images="image" if len(cues) == 1 else "images")
+        steps = guidance_steps(task.meta["config"]) if self.ablation == "stepwise_guidance" else []
+        if steps:
+            question += "\n\n" + texts["steps"].format(mask=texts["mask"], steps="\n".join(
+                f"{k}. {step}" for k, step in enumerate(steps, 1)))
+        return question, tuple(files) + tuple(cues)
 
     def score(self, task, finished) -> dict:
         """The answer by check_final_answer_only (official) or strict_score (strict), and eval_process on the run
@@ -625,15 +706,17 @@ class AgenticMme(Suite):
         answer = ended.get("answer", "")
         names = [c["function"]["name"] for m in messages for c in m.get("tool_calls", ())]
         local_gen = self.runner in runners.RUNNERS and self.track == "gen"
+        inputs = len(finished.trajectory.meta.get(INPUT_FILES) or task.images)  # the oracle's cue images count too
         uses = tool_use_list(messages, self.track,
                              (lambda code, turn: runners.clean_code(self.runner, code, turn)) if local_gen else None)
         effective = sum(u.get("raw_tool_name") != "script_exec" for u in uses)
         config, reference = task.meta["config"], task.reference_calls or 0
-        fields = {"prediction": answer, "variant": self.track, "reference_end": ended.get("ended"),
+        fields = {"prediction": answer, "variant": self.variant_name, "reference_end": ended.get("ended"),
                   "calls_by_name": dict(Counter(names)), "web_unavailable": unavailable_calls(messages),
                   "tool_use_list": uses, "effective_calls": effective, "reference_calls": reference,
                   "overthink": scoring.overthink(effective, reference),
-                  "images_made": images_made(messages, self.track, len(task.images))}
+                  "images_made": images_made(messages, self.track, inputs),
+                  "cue_images": inputs - len(task.images), "checkpoints": len(data.checkpoints(config))}
         if ended.get("ended") == "answer_after_code":  # the runner stops here, with the answer it read
             fields["stop_reason"] = "answer"
         scores, errors = {}, {}
@@ -722,3 +805,27 @@ class AgenticMme(Suite):
     @staticmethod
     def tables(records: list[dict], config: dict) -> list[str]:
         return tables.sections(records, config)
+
+    @staticmethod
+    def figures(records: list[dict], config: dict, folder: Path) -> list[tuple[str, str]]:
+        return tables.figures(records, config, folder)
+
+
+def check_ablation(ablation: str | None, track: str, tools: str, profile: str | None) -> None:
+    """An --ablation value this suite can run, or a clear error that lists them."""
+    if ablation is None:
+        return
+    if ablation not in ABLATIONS:
+        raise ValueError(f"unknown --ablation {ablation!r} for agentic_mme; use one of: "
+                         + "; ".join(f"{name} ({what})" for name, what in ABLATIONS.items())
+                         + ". Table 4's Full is the run without --ablation, its Perception-only is --tools none")
+    if tools != "on":
+        raise ValueError(f"--ablation {ablation} changes the tool run; run it with --tools on (Table 4's "
+                         "Perception-only row is the run with --tools none and no --ablation)")
+    if ablation == "search_only" and track != "atm":
+        raise ValueError("--ablation search_only runs in Atm mode only (--track atm): in Gen mode the code cell is the "
+                         "image tool, and the runner has no way to turn it off")
+    if profile in runners.RUNNERS:
+        raise ValueError(f"--ablation {ablation} runs with the benchmark's OpenAI runners; the {profile} preset's "
+                         "local runner (runners.py) has none of the paper's ablations here: use the model's generic "
+                         "preset")

@@ -1,7 +1,10 @@
 """A small Agentic-MME dataset in the published layout (`json/`, `images/`, `image_cause/`, `search_url/`), made by
 tirlab for tests and smoke runs: every level, every golden-answer match type the verifier knows (and one it does
 not, and an empty answer), S checkpoints on google_search and google_lens_search, V checkpoints with a tool check,
-a visual check or both, a task with two images, tasks with and without search; plus rows the loader must skip.
+a visual check or both, a task with two images, tasks with and without search; plus rows the loader must skip or
+flag (an image no task file's number picks; a task_id whose number is not its file's). `image_cause/` holds each
+task's ground-truth crop of its block where it has a V checkpoint (the oracle-guidance ablation's cue), by the
+naming rule data.py assumes, and the lens cue where it searches.
 `web_replay.jsonl` answers the search calls a forced smoke run makes (`--force_tool_calls`: the tools' required
 arguments drawn from the schemas), so such a run needs no network.
 
@@ -85,11 +88,15 @@ def write_fixture(folder: str | Path) -> Path:
         for k, picture in enumerate(pictures, 1):
             name = f"image_{number:04d}.png" if len(pictures) == 1 else f"image_{number:04d}_{k}.png"
             Image.fromarray(picture).save(folder / "images" / name)
-        if any(c["axis"] == "S" for c in config["process_evaluation"]["checkpoints"]):
+        axes = {c["axis"] for c in config["process_evaluation"]["checkpoints"]}
+        if "S" in axes:
             (folder / "search_url" / f"{number:04d}.json").write_text(
                 json.dumps({"task_id": config["task_id"], "urls": [f"https://example.org/fixture/{number}"]}),
                 encoding="utf-8")
-            Image.fromarray(pictures[0]).save(folder / "image_cause" / f"image_{number:04d}.png")
+        if axes:  # the ground-truth crop: the block's quarter of the first image
+            height, width = pictures[0].shape[:2]
+            Image.fromarray(pictures[0][:height // 2, :width // 2]).save(folder / "image_cause" /
+                                                                         f"image_{number:04d}.png")
     # rows the loader skips, with their reasons: no image, not JSON, no number in the name, an image that is no PNG
     (folder / "json" / "0097.json").write_text(json.dumps(_task(97, 1, "Where is my image?", {"value": "x"}, [], 1)),
                                                encoding="utf-8")
@@ -97,6 +104,7 @@ def write_fixture(folder: str | Path) -> Path:
     (folder / "json" / "extra.json").write_text(json.dumps(TASKS[1]), encoding="utf-8")
     (folder / "json" / "0099.json").write_text(json.dumps(TASKS[2]), encoding="utf-8")
     (folder / "images" / "image_0099.png").write_bytes(b"not a png")
+    Image.fromarray(_image(100)).save(folder / "images" / "image_0100.png")  # no task file numbered 100 takes it
     (folder / "web_replay.jsonl").write_text("".join(json_line(line) + "\n" for line in replay_lines()),
                                              encoding="utf-8")
     return folder

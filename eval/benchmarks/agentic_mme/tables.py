@@ -3,6 +3,11 @@
 MODEL SCORES, LEVEL-WISE BREAKDOWN and OVERTHINK ANALYSIS, with analyze_v.py's V_tool and V_true), all computed by
 scoring.py's `summarize`, `v_checkpoint_stats` and `overthink_analysis` on the records, and the judge named.
 
+Then, where the records hold the paper's ablations (section 3.3; `--ablation`), Table 4 (tool availability:
+Perception-only is the no-tool run, Full the plain run) and Table 5 (oracle guidance), one row per setting and mode,
+beside the paper's rows; and the paper's figures as PNGs (`figures`): accuracy per level, S / V_tool / V_true per
+level and Figure 3(d)'s checkpoints and tool calls per task per level, the paper's points beside ours.
+
 Modes are the paper's: Gen (code, `--track gen`), Atm (atomic tools, `--track atm`) and Base (no tools). A record
 the evaluator could not score (a skipped row, a failed episode, a task its evaluator crashes on) counts as the
 evaluator counts a run that never finished: a wrong answer, S = V = 0. S, V and V_true are left unscored in a
@@ -11,30 +16,52 @@ mode where any judge request had no judge.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from eval.benchmarks import figures as charts
 from eval.benchmarks.agentic_mme import scoring
 from eval.benchmarks.agentic_mme.data import LEVELS
-from eval.benchmarks.papers import paper_label, paper_rows, table_lines
+from eval.benchmarks.papers import ROOT, paper_label, paper_rows, table_lines
 
 PAPER = "eval/benchmarks/agentic_mme/paper_results.json"
 MODES = {"gen": "Gen", "atm": "Atm"}
 ORDER = ("Base", "Gen", "Atm")
 
 
+# the ablations' rows (the suite's --ablation values), in the paper's order and with its names
+TABLE4 = {"image_only": "Image-only", "search_only": "Search-only"}
+TABLE5 = {"visual_cues": "+ Visual Cues", "stepwise_guidance": "+ Stepwise Guidance"}
+
+
 def sections(records: list[dict], config: dict) -> list[str]:
     groups = _groups(records)
-    return [_table3(groups, config), _table6(groups, config),
-            *(_evaluator_report(mode, group, config) for mode, group in groups if mode != "Base")]
+    plain = [(mode, group) for (mode, ablation), group in groups if ablation is None]
+    ablations = {ablation for _, ablation in dict(groups)}
+    return [_table3(plain, config), _table6(plain, config),
+            *([_ablation_table("Table 4", groups, config)] if ablations & set(TABLE4) else []),
+            *([_ablation_table("Table 5", groups, config)] if ablations & set(TABLE5) else []),
+            *(_evaluator_report(_name(mode, ablation), group, config) for (mode, ablation), group in groups
+              if mode != "Base")]
 
 
-def _mode(record: dict) -> str:
-    return "Base" if record["mode"] == "no_tools" else MODES.get(record.get("variant") or "atm", "Atm")
+def _setting(record: dict) -> tuple[str, str | None]:
+    """The record's mode (Base, Gen, Atm) and ablation, from its variant (`atm`, `gen-image_only`, ...)."""
+    track, _, ablation = (record.get("variant") or "atm").partition("-")
+    return ("Base" if record["mode"] == "no_tools" else MODES.get(track, "Atm")), ablation or None
 
 
-def _groups(records: list[dict]) -> list[tuple[str, list[dict]]]:
-    groups: dict[str, list[dict]] = {}
+def _name(mode: str, ablation: str | None) -> str:
+    return f"{mode}, {TABLE4.get(ablation) or TABLE5.get(ablation) or ablation}" if ablation else mode
+
+
+def _groups(records: list[dict]) -> list[tuple[tuple[str, str | None], list[dict]]]:
+    groups: dict[tuple[str, str | None], list[dict]] = {}
     for record in records:
-        groups.setdefault(_mode(record), []).append(record)
-    return sorted(groups.items(), key=lambda item: ORDER.index(item[0]))
+        groups.setdefault(_setting(record), []).append(record)
+    order = [None, *TABLE4, *TABLE5]
+    return sorted(groups.items(), key=lambda item: (ORDER.index(item[0][0]), order.index(item[0][1])
+                                                    if item[0][1] in order else len(order)))
 
 
 def _results(records: list[dict]) -> list[dict]:
@@ -147,6 +174,53 @@ def _table6(groups, config: dict) -> str:
         "C_human over tasks with a human count above 0."])
 
 
+def _ablation_table(table: str, groups, config: dict) -> str:
+    """Table 4 or 5: Acc overall and per level, one row per setting and mode, then the paper's rows (those of the
+    run's model, else all of them, marked as another model)."""
+    named = TABLE4 if table == "Table 4" else TABLE5
+    by_setting = dict(groups)
+    rows, settings = [], set()
+    for mode in ("Gen", "Atm"):
+        present = [(ablation, by_setting.get((mode, ablation))) for ablation in [None, *named]]
+        if not any(group for ablation, group in present if ablation is not None):
+            continue
+        if table == "Table 4" and ("Base", None) in by_setting:
+            rows.append(_acc_row("this run: Perception-only (no tools)", by_setting[("Base", None)]))
+            settings.add("Perception-only")
+        for ablation, group in present:
+            name = named.get(ablation) or ("Full" if table == "Table 4" else "Full (baseline)")
+            if group:
+                rows.append(_acc_row(f"this run: {mode} {name}", group))
+                settings.add(named.get(ablation) or "Full")
+    same = paper_rows(PAPER, table, config.get("model"))
+    for paper in same or paper_table(table)["rows"]:
+        label = f"{paper['model']} {paper['setting']}" + ("" if same else " (another model)")
+        rows.append([paper_label(PAPER, table, paper, config, label, compared=bool(same) and paper["setting"] in
+                                 settings), *(paper["values"].get(c) for c in ("acc", "l1_acc", "l2_acc", "l3_acc"))])
+    if table == "Table 4":
+        title, note = "Tool availability analysis (Acc, %)", (
+            "Perception-only: the no-tool run (--tools none); Image-only: the runner without search "
+            "(--ablation image_only, the runners' own switch); Search-only: the search tools alone (--ablation "
+            "search_only, Atm; tirlab's construction: the code has no such switch); Full: the plain run.")
+    else:
+        title, note = "Oracle guidance study (Acc, %)", (
+            "+ Visual Cues: the task's ground-truth intermediate images (image_cause/) beside its input "
+            "(--ablation visual_cues); + Stepwise Guidance: also its checkpoints' descriptions, answer words masked "
+            "(--ablation stepwise_guidance). The wording is tirlab's: the paper prints none.")
+    return "\n".join([f"## Agentic-MME {table}: {title}", "",
+                      *table_lines(["Setting", "Overall", "L1", "L2", "L3"], rows), "",
+                      note + " The paper does not say which mode its rows ran in; it ran them with greedy decoding."])
+
+
+def paper_table(table: str) -> dict:
+    return next(t for t in json.loads((ROOT / PAPER).read_text(encoding="utf-8"))["tables"] if t["table"] == table)
+
+
+def _acc_row(label: str, group: list[dict]) -> list:
+    scores = Scores(group)
+    return [label, *(scores.get(level, "Acc") for level in ("Overall", *LEVELS))]
+
+
 def _evaluator_report(mode: str, group: list[dict], config: dict) -> str:
     scores = Scores(group)
     columns = (("Cases", "total_cases"), ("Acc", "Acc"), ("S", "S"), ("V", "V"), ("V_tool", "V_tool"),
@@ -161,3 +235,77 @@ def _evaluator_report(mode: str, group: list[dict], config: dict) -> str:
         "OVERALL MODEL SCORES and LEVEL-WISE BREAKDOWN as the evaluator prints them (Acc, S, V in %; Pass >= 50% / "
         "80%: tasks that pass that share of their checkpoints; Perfect: tasks with PQS 1), with analyze_v.py's "
         "V_tool and V_true and the OVERTHINK ANALYSIS's ratio.", "", _judge_line(config, [scores])])
+
+
+def figures(records: list[dict], config: dict, folder: Path) -> list[tuple[str, str]]:
+    """The paper's level plots from the records, one series per mode and setting of the run, the paper's points
+    for the same model (and the human reference) beside them: accuracy per level (Table 3), S / V_tool / V_true
+    per level (Table 3), checkpoints and tool calls per task per level (Figure 3(d), the human trajectories'; with
+    the run's own calls), and Overthink per level (the paper gives only its overall OT, Table 6); the ablations
+    (--ablation) appear in the accuracy plot, the process plots show the plain modes. Figure 4's
+    failure modes are a manual classification of failed trajectories, which records cannot reproduce."""
+    groups = [(_name(mode, ablation), Scores(group), ablation) for (mode, ablation), group in _groups(records)]
+    # the process plots compare the plain modes with Table 3 and 6; the ablations' accuracy is in the first plot
+    tool_groups = [(name, scores, ablation) for name, scores, ablation in groups
+                   if ablation is None and not name.startswith("Base")]
+    model = config.get("model")
+    table3 = paper_rows(PAPER, "Table 3", model)
+    human = [row for row in paper_table("Table 3")["rows"] if row["model"] == "Human"]
+    drawn = []
+
+    path = folder / "agentic_mme_level_accuracy.png"
+    charts.lines(path, "Agentic-MME: accuracy per level (Table 3)", list(LEVELS),
+                 {f"this run: {name}": [scores.get(level, "Acc") for level in LEVELS] for name, scores, _ in groups},
+                 {("Human" if row in human else f"{row['model']} {row['setting']}"):
+                  [row["values"].get(f"l{k}_acc") for k in (1, 2, 3)]
+                  for row in [*human, *(r for r in table3 if r not in human)]},
+                 xlabel="level", ylabel="accuracy (%)", ylim=(0, 105))
+    drawn.append(("Accuracy per level (Table 3)", path.name))
+
+    if tool_groups:
+        labels = [f"{level} {metric}" for level in LEVELS for metric in ("S", "V_tool", "V_true")]
+        keys = {"S": "s", "V_tool": "vtool", "V_true": "vtrue"}
+        path = folder / "agentic_mme_level_process.png"
+        charts.bars(path, "Agentic-MME: process scores per level (Table 3)", labels,
+                    {f"this run: {name}": [scores.get(label.split()[0], label.split()[1]) for label in labels]
+                     for name, scores, _ in tool_groups},
+                    {f"{row['model']} {row['setting']}": [row["values"].get(f"l{label[1]}_{keys[label.split()[1]]}")
+                                                          for label in labels]
+                     for row in table3 if row["setting"] != "Base"},
+                    ylabel="checkpoints passed (%)")
+        drawn.append(("S, V_tool and V_true per level (Table 3)", path.name))
+
+    path = folder / "agentic_mme_level_density.png"
+    density = {"checkpoints per task (these tasks)": _per_level(records, "checkpoints"),
+               "human tool calls per task (these tasks)": _per_level(records, "reference_calls"),
+               **{f"tool calls per task (this run: {name})": [scores.get(level, "Calls") for level in LEVELS]
+                  for name, scores, _ in tool_groups}}
+    published = {row["setting"]: row["values"] for row in paper_table("Table 2")["rows"]}
+    charts.bars(path, "Agentic-MME: checkpoints and tool calls per task (Figure 3(d))", list(LEVELS), density,
+                {"checkpoints per task": [published[level]["checkpoints"] for level in LEVELS],
+                 "human tool calls per task": [published[level]["tool_calls"] for level in LEVELS]},
+                ylabel="per task", ylim=None)
+    drawn.append(("Checkpoints and tool calls per task per level (Figure 3(d))", path.name))
+
+    if tool_groups:
+        path = folder / "agentic_mme_level_overthink.png"
+        table6 = paper_rows(PAPER, "Table 6", model)
+        charts.lines(path, "Agentic-MME: Overthink per level (the paper's is overall, Table 6)",
+                     [*LEVELS, "Overall"],
+                     {f"this run: {name}": [scores.get(level, "OT") for level in (*LEVELS, "Overall")]
+                      for name, scores, _ in tool_groups},
+                     {f"{row['model']} {row['setting']}": [None, None, None, row["values"]["overthink"]]
+                      for row in table6},
+                     xlabel="level", ylabel="OT = max(0, C_agent - C_human) / (C_human + 1)")
+        drawn.append(("Overthink per level (Table 6's OT)", path.name))
+    return drawn
+
+
+def _per_level(records: list[dict], field: str) -> list[float | None]:
+    """The mean of a task field per level, each task once (a merged report may hold it in several modes)."""
+    tasks = {(r["id"], r.get("category")): r.get(field) for r in records if r.get(field) is not None}
+    means = []
+    for level in LEVELS:
+        values = [value for (_, category), value in tasks.items() if category == level]
+        means.append(round(sum(values) / len(values), 2) if values else None)
+    return means

@@ -331,6 +331,16 @@ def _letter_set(text: str) -> set[str] | None:
     return set(re.findall(r"[A-Z]", text)) if re.fullmatch(r"[A-Z](?:\s*[,;、&]?\s*[A-Z])*", text) else None
 
 
+def listed_options(prompt: str) -> dict[str, str]:
+    """The options a prompt lists ("A. cat" lines, or inline "(A) 9% (B) 13%"), letters from A in order; {} when it
+    lists none."""
+    for pattern in (_OPTION_LINE, _INLINE_OPTION):
+        options = dict(pattern.findall(prompt))
+        if len(options) >= 2 and "ABCDEFGHIJ".startswith("".join(options)):
+            return options
+    return {}
+
+
 def _choice_truth(answer: str, prompt) -> str:
     """The answer with the options the prompt lists ("A. cat" lines or inline "(A) 9% (B) 13%"), so an
     extraction that is an option's text counts; the bare letter when the prompt lists none."""

@@ -4,9 +4,11 @@ Table 3 (mean calls per problem per track and prompt) with the accuracy of each 
 
 from __future__ import annotations
 
-from eval.benchmarks.papers import paper_label, paper_rows, table_lines
+import json
+
+from eval.benchmarks.papers import ROOT, paper_label, paper_rows, table_lines
 from eval.benchmarks.tir_bench.data import TASKS
-from eval.benchmarks.tir_bench.function_calling import TRACKS, VARIANTS
+from eval.benchmarks.tir_bench.function_calling import TRACKS, VARIANTS, cell_name, record_cell
 
 PAPER = "eval/benchmarks/tir_bench/paper_results.json"
 HEADERS = ("All", "Color", "Pro.", "OCR", "SR", "Maze", "Math", "WS", "LL-VQA", "IR", "SD", "JG", "VS", "RG")
@@ -42,21 +44,42 @@ def _table2(records: list[dict], config: dict) -> str:
 
 def _table3(records: list[dict], config: dict) -> str:
     cells = [(track, variant) for track in TRACKS for variant in VARIANTS]
-    calls, accuracy = ["this run: calls per problem"], ["this run: accuracy (%)"]
+    calls, accuracy, items = ["this run: calls per problem"], ["this run: accuracy (%)"], ["items"]
     for track, variant in cells:
-        group = [r for r in records if r.get("variant") == f"{track}/{variant}" and r["mode"] == "tools"]
-        calls.append(round(sum(r.get("tool_calls") or 0 for r in group) / len(group), 2) if group else None)
+        group = cell_records(records, track, variant)
+        calls.append(mean_calls(group))
         accuracy.append(_accuracy(group))
+        items.append(len(group))
     rows = [calls, accuracy]
-    for row in paper_rows(PAPER, "Table 3", config.get("model")):
-        rows.append([f"{paper_label(PAPER, 'Table 3', row, config)}: calls per problem",
+    # the paper's rows are proprietary API models: the evaluated model's row where it has one, else all, as context
+    own = paper_rows(PAPER, "Table 3", config.get("model"))
+    for row in own or _paper_table("Table 3")["rows"]:
+        label = (paper_label(PAPER, "Table 3", row, config) if own else
+                 paper_label(PAPER, "Table 3", row, config, name=f"{row['model']} (another model)", compared=False))
+        rows.append([f"{label}: calls per problem",
                      *(row["values"].get(f"{track}_prompt_{VARIANTS.index(variant) + 1}") for track, variant in cells)])
     header = ["", *(f"{'Function' if t == 'function' else 'Write Code'} prompt {VARIANTS.index(v) + 1} ({v})"
                     for t, v in cells)]
     return "\n".join(["## TIR-Bench Table 3: function calling on the rotation game", "",
-                      *table_lines(header, rows),
-                      "", "Each cell is one run (`--study function_calling --track T --prompt_variant V`); "
-                      "`run_vllm.py report RUN ...` puts several runs side by side."])
+                      *table_lines(header, [*rows, items]),
+                      "", "The paper's rows are calls per problem (its Table 3); their accuracy is its Figure 3, "
+                      "drawn without numbers, so no paper accuracy is shown. One run gives every cell (`--study "
+                      "function_calling`; `--track` / `--prompt_variant` keep some); `run_vllm.py report RUN ...` "
+                      "merges runs of other cells or models. Calls are counted in runs with tools; a skipped row "
+                      "counts as wrong with no calls."])
+
+
+def _paper_table(name: str) -> dict:
+    return next(t for t in json.loads((ROOT / PAPER).read_text(encoding="utf-8"))["tables"] if t["table"] == name)
+
+
+def cell_records(records: list[dict], track: str, variant: str) -> list[dict]:
+    """A study cell's records with tools."""
+    return [r for r in records if record_cell(r) == cell_name(track, variant) and r["mode"] == "tools"]
+
+
+def mean_calls(records: list[dict]) -> float | None:
+    return round(sum(r.get("tool_calls") or 0 for r in records) / len(records), 2) if records else None
 
 
 def _accuracy(records: list[dict]) -> float | None:

@@ -6,8 +6,11 @@ sandbox, calculator, and google_search, browser_get_page_text and historical_wea
 tool replies as the reference sends them (`str()` of the tool's dict in a tool message; a python_image_processing
 call's new images in a user message after it), at most 20 rounds of calls per turn; a multi-turn task's later
 turns each bring their prompt and first image, with the earlier turns in context as text (the reference's default:
-the golden answers). Then the benchmark's rubric judge (scoring.py) and the paper's tables (tables.py).
-README.md in this folder explains each part and every known difference.
+the golden answers). Then the benchmark's rubric judge (scoring.py), the paper's tables (tables.py) and figures
+(figures.py). The paper's ablations are settings: the weak system prompt (`--prompt_variant weak`), no vision tool
+(`--ablation no_vision_tools`), no tools (`--tools none`) and the atomic vision tools in place of
+python_image_processing (`--toolset visualtoolbench`). README.md in this folder explains each part and every known
+difference.
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ from eval.config import NO_JUDGE
 from eval.suites import Suite
 from runtime.code_tools import CodeTool, TRANSFORMED, vtb_cell, vtb_observation, vtb_result
 from runtime.harness import Harness
-from runtime.profiles import QWEN_STOP, Budgets
+from runtime.profiles import QWEN_STOP, BoxConvention, Budgets
 from runtime.protocols import HermesProtocol, Observation, OpenAIProtocol, Protocol
 from runtime.protocols.base import END_OF_TURN, Finish, Parsed, reply_text
 from runtime.toolbox import ToolBox
 from runtime.trajectory import message_text, text
 from tools.toolset import Reply, Tool, ToolSet
+from tools.toolsets import get_toolset
 
 FOLDER = Path(__file__).parent
 PROMPTS = FOLDER / "prompts"
@@ -57,6 +61,13 @@ CODE_TOOLS = ("python_image_processing", "python_interpreter")
 WEB_TOOLS = ("google_search", "browser_get_page_text", "historical_weather")
 TOOL_NAMES = ("python_image_processing", "python_interpreter", "google_search", "browser_get_page_text",
               "historical_weather", "calculator")
+VISION_TOOL = "python_image_processing"
+# The paper's ablations. Figure 7: the system prompt (App. D.2's strong and weak prompts are prompt.py's
+# system_prompt_high and system_prompt_low, word for word), no vision tool, no tools (--tools none). App. F.2 / Table
+# 14: python_image_processing replaced by the ten atomic vision tools (tools/toolsets/visualtoolbench.py).
+PROMPT_VARIANTS = {"strong": "high", "weak": "low"}
+ABLATIONS = ("no_vision_tools",)
+ATOMIC_TOOLSET = "visualtoolbench"
 CHUNK = "chunk_1"  # the save folder's prefix in a run with one worker (chunk_{i}_task_{id})
 # a call after one the reference's loop crashes on (an unknown tool, arguments json.loads cannot read)
 NOT_RUN = "not run: the benchmark's loop stopped at an earlier call of this reply"
@@ -389,13 +400,14 @@ class VtbToolBox(ToolBox):
     turn's save folder; a reply's calls after one the reference's loop crashes on are not run."""
 
     def run(self, episodes) -> None:
+        offered = {*self.toolset.names(), *self.code_tools}
         for episode in episodes:
             state = loop_state(episode)
             for pending in episode.pending:
                 call = pending.call
                 if state.get("error"):
                     pending.call = replace(call, error=NOT_RUN)
-                elif call.name not in TOOL_NAMES:
+                elif call.name not in offered:
                     state["error"] = repr(call.name)  # available_functions[name]: a KeyError
                 elif call.error is not None:
                     state["error"] = _json_error(call)
@@ -486,34 +498,55 @@ class VisualToolBench(Suite):
     # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused. Not --max_turns
     # or --max_tool_calls: the runner counts its own rounds, 20 of calls per turn
     settings = frozenset({"data_dir", "revision", "scoring", "tasks", "critical", "web", "web_replay", "web_provider",
-                          "web_record"})
+                          "web_record", "prompt_variant", "ablation", "toolset"})
     judge_regex = False  # constrain a vLLM judge's replies to a verdict object (tests of random-weight judges)
     judge_max_tokens = 2048  # the reference sets none; enough for a reasoning judge's reply
 
     def __init__(self, tasks, skipped, dataset: str, scoring_mode: str, judge: str | None, critical: str = "weight",
-                 web=None, history: str = "golden"):
+                 web=None, history: str = "golden", prompt_variant: str = "strong", ablation: str | None = None,
+                 atomic: bool = False, counts: str = ""):
         super().__init__(tasks, skipped)
         self.dataset, self.scoring, self.judge_model, self.critical = dataset, scoring_mode, judge, critical
-        self.web, self.history = web, history
+        self.web, self.history, self.counts = web, history, counts
+        self.prompt_variant, self.ablation, self.atomic = prompt_variant, ablation, atomic
         self.schemas, self.texts = tool_schemas(), runner_texts()
 
     @classmethod
     def from_config(cls, config) -> VisualToolBench:
         from runtime.web import web_from_config
 
+        prompt_variant, ablation, atomic = ablation_settings(config.prompt_variant, config.ablation, config.toolset)
         critical = config.critical or "weight"  # EvalConfig checked it is one of scoring.CRITICAL_RULES
-        tasks, skipped, dataset = data.load(config.data_dir, config.revision, *data.selection(config.tasks))
+        tasks, skipped, dataset, counts = data.load(config.data_dir, config.revision, *data.selection(config.tasks))
+        print(counts)
         judge = None if config.judge_model in (None, NO_JUDGE) else config.judge_model
         web = web_from_config(config, shipped=[WEB_REPLAY] if WEB_REPLAY.is_file() else [])
-        return cls(tasks, skipped, dataset, config.scoring, judge, critical, web)
+        return cls(tasks, skipped, dataset, config.scoring, judge, critical, web, prompt_variant=prompt_variant,
+                   ablation=ablation, atomic=atomic, counts=counts)
+
+    @property
+    def variant_name(self) -> str | None:
+        """The ablation setting (None: the paper's main one, strong prompt and the general vision tool), so that
+        merged runs report one row per setting; the no-tool baseline is the records' mode."""
+        return setting_name(self.prompt_variant, self.ablation, self.atomic) if (
+            self.prompt_variant != "strong" or self.ablation or self.atomic) else None
+
+    def offered_tools(self) -> tuple[str, ...]:
+        """The tools the model is offered in the tools mode, in the runner's order."""
+        vision = () if self.ablation == "no_vision_tools" else \
+            tuple(get_toolset(ATOMIC_TOOLSET).names()) if self.atomic else (VISION_TOOL,)
+        return (*vision, *(name for name in TOOL_NAMES if name != VISION_TOOL))
 
     def describe(self) -> dict:
         return {
             "benchmark": "VisualToolBench (arXiv 2510.12712)",
             "dataset": self.dataset,
             "harness": HARNESS,
-            "protocol": (f"scripts/model_inference.py FunC_with_tools: system prompt '{SYSTEM_LEVEL}', the six tools "
-                         f"of scripts/tools.py as function calls in the model's own call format (none of its preset's "
+            "counts": self.counts,
+            "setting": setting_name(self.prompt_variant, self.ablation, self.atomic),
+            "protocol": (f"scripts/model_inference.py FunC_with_tools: system prompt "
+                         f"'{PROMPT_VARIANTS[self.prompt_variant]}', the tools {', '.join(self.offered_tools())} as "
+                         f"function calls in the model's own call format (none of its preset's "
                          f"prompts or tools), {MAX_ROUNDS} rounds of calls per turn; multi-turn tasks with the "
                          f"earlier turns' {'golden' if self.history == 'golden' else 'model'} answers in context; "
                          "web tools answered from recorded replies (--web); temperature 0 (1 for OpenAI's reasoning "
@@ -542,9 +575,11 @@ class VisualToolBench(Suite):
         protocol = VtbProtocol(name=f"{inner.name}-visualtoolbench", stop=inner.stop, images_first=False,
                                end_of_turn=inner.end_of_turn, inner=inner, transformed=self.texts["transformed_images"],
                                image_tool=json.dumps(self.schemas["python_image_processing"]))
-        return replace(profile, protocol=protocol, system_prompt=system_prompt(), question_suffix="", toolset=None,
-                       code_tool=None, answer_with_calls="calls", harness=VtbLoop(), max_calls_per_turn=None,
-                       answer_tag_required=False, budgets=self._budgets(1))
+        # the atomic tools' boxes are pixels, as their schemas say: no model's own box convention
+        return replace(profile, protocol=protocol, system_prompt=system_prompt(PROMPT_VARIANTS[self.prompt_variant]),
+                       question_suffix="", toolset=None, code_tool=None, answer_with_calls="calls", harness=VtbLoop(),
+                       max_calls_per_turn=None, answer_tag_required=False, budgets=self._budgets(1),
+                       boxes=BoxConvention())
 
     @staticmethod
     def _budgets(turns: int) -> Budgets:
@@ -561,9 +596,12 @@ class VisualToolBench(Suite):
 
             sandbox = SandboxPool(SandboxConfig(cell_timeout_s=CODE_TIMEOUT_S, max_output_chars=131072,
                                                 preload=SandboxConfig().preload + ("matplotlib.pyplot",)))
+            offered = self.offered_tools()
+            atomic = get_toolset(ATOMIC_TOOLSET).tools if self.atomic else ()
             general = ToolSet("visualtoolbench_general", "VisualToolBench's calculator and web tools",
-                              (*web_tools(self.web, self.schemas), calculator_tool(self.schemas)), unknown_tool)
-            return VtbToolBox(general, code_tools(self.schemas), sandbox=sandbox)
+                              (*atomic, *web_tools(self.web, self.schemas), calculator_tool(self.schemas)),
+                              unknown_tool)
+            return VtbToolBox(general, [t for t in code_tools(self.schemas) if t.name in offered], sandbox=sandbox)
 
         return ToolBoxes(lambda task, mode: mode, make)
 
@@ -593,11 +631,16 @@ class VisualToolBench(Suite):
                      if m["role"] == "assistant"]
         call_results = [scoring.call_succeeded(observation_of(m) or message_text(m)) for m in messages
                         if m["role"] == "tool"]
-        names = [c["function"]["name"] for m in messages for c in m.get("tool_calls", ())]
+        from eval.benchmarks.visualtoolbench.figures import image_operations
+
+        calls = [(c["function"]["name"], c["function"].get("arguments")) for m in messages
+                 for c in m.get("tool_calls", ())]
+        offered = self.offered_tools()  # a call of a tool the run does not have manipulated nothing
         example = reference_example(task, turns)
         fields = {"prediction": str(turns[-1]["answer"]) if turns else "", "turn_answers": turns,
-                  "calls_by_name": dict(Counter(names)), "web_unavailable": unavailable_calls(messages),
-                  "reference_example": example}
+                  "variant": self.variant_name, "calls_by_name": dict(Counter(name for name, _ in calls)),
+                  "image_operations": image_operations([c for c in calls if c[0] in offered]),
+                  "web_unavailable": unavailable_calls(messages), "reference_example": example}
         unscored = None
         if finished.error:
             unscored = f"the episode failed: {finished.error}"
@@ -672,6 +715,40 @@ class VisualToolBench(Suite):
         from eval.benchmarks.visualtoolbench import tables
 
         return tables.tables(records, config)
+
+    @staticmethod
+    def figures(records: list[dict], config: dict, folder: Path) -> list[tuple[str, str]]:
+        from eval.benchmarks.visualtoolbench import figures
+
+        return figures.figures(records, config, folder)
+
+
+def ablation_settings(prompt_variant, ablation, toolset) -> tuple[str, str | None, bool]:
+    """The run's ablation setting from --prompt_variant, --ablation and --toolset: (prompt variant, ablation,
+    atomic vision tools), or a ValueError listing the values this suite knows."""
+    prompt_variant = prompt_variant or "strong"
+    if prompt_variant not in PROMPT_VARIANTS:
+        raise ValueError(f"--prompt_variant {prompt_variant!r} is not one of VisualToolBench's: "
+                         f"{', '.join(PROMPT_VARIANTS)} (the paper's strong and weak system prompts, Figure 7)")
+    if ablation is not None and ablation not in ABLATIONS:
+        raise ValueError(f"--ablation {ablation!r} is not one of VisualToolBench's: {', '.join(ABLATIONS)} (Figure 7; "
+                         "its no-tool setting is --tools none, the atomic vision tools --toolset "
+                         f"{ATOMIC_TOOLSET})")
+    if toolset is not None and toolset != ATOMIC_TOOLSET:
+        raise ValueError(f"--toolset {toolset!r}: VisualToolBench offers its own tools; the one tool set it takes is "
+                         f"{ATOMIC_TOOLSET!r}, the paper's atomic vision tools in place of python_image_processing "
+                         "(App. F.2, Table 14)")
+    if toolset and ablation:
+        raise ValueError(f"--toolset {ATOMIC_TOOLSET} replaces the vision tool and --ablation {ablation} removes it: "
+                         "give one of them")
+    return prompt_variant, ablation, toolset == ATOMIC_TOOLSET
+
+
+def setting_name(prompt_variant: str, ablation: str | None, atomic: bool) -> str:
+    """A setting as the report names it (the records' `variant`)."""
+    tools = "no vision tool" if ablation == "no_vision_tools" else \
+        "atomic vision tools" if atomic else "general vision tool"
+    return f"{prompt_variant} prompt, {tools}"
 
 
 def _plain(value):

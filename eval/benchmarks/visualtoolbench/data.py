@@ -1,11 +1,14 @@
-"""VisualToolBench's data as published: the hub dataset `ScaleAI/VisualToolBench` (split `test`), read with
-`datasets.load_dataset` as the benchmark's download_dataset.py reads it, or a local folder (`--data_dir`) in either
-layout:
+"""VisualToolBench's data as published: the hub dataset `ScaleAI/VisualToolBench` (split `test`) at revision
+`REVISION`, read with `datasets.load_dataset` as the benchmark's download_dataset.py reads it, or a local folder
+(`--data_dir`) in either layout:
 
 - what download_dataset.py writes: `data/single_turn/dataset.json` and `data/multi_turn/dataset.json` (a list of
   rows each) with the images under `data/<kind>/images/sample_<k>/`, named by the rows' `image_paths` and
   `images_by_turn_paths` (relative to the folder that holds `data/`; the folder given may be either);
-- the hub's parquet files (`*.parquet`, also under `data/`), image columns as `{"bytes", "path"}`.
+- the hub repository's files (`hf download`): the parquet file(s) the `test` split is made of, `test.parquet` (or
+  `test-*.parquet`, also under `data/`), as `datasets` picks a split's files by name; image columns as
+  `{"bytes", "path"}`. The repository also keeps `vistoolbench_1204.parquet`, an earlier layout (one `prompt`,
+  `golden_answer` and `rubrics` per task) that no split reads: it is not read here either.
 
 A row (the fields the reference's scripts read): `id` (or `task_id`), `turn_prompts` (one per turn; a task is
 multi-turn when it has more than one), `num_turns`, `turn_golden_answers`, `rubrics_by_turn` (each turn's rubrics,
@@ -16,6 +19,13 @@ turn (single-turn: the first of `image_paths`) and nothing else, so that is what
 turn 0's first image and each later turn is a `FollowUp` with its prompt and its first image. A row the reference
 could not run (no prompt, rubrics that do not parse, a missing or unreadable image) is skipped with its reason and
 counted as unscored.
+
+The rows' fields must agree with each other, as the reference pairs them by position: a row whose `num_turns`,
+`turncase`, `turn_golden_answers`, `rubrics_by_turn` or `images_by_turn` disagree with the number of prompts is
+skipped with the disagreement named (the reference would judge a turn against another turn's rubrics, or none).
+
+Every row read (before `--tasks`) is counted against the paper's Table 2: 1,204 tasks, 603 single-turn and 601
+multi-turn, per domain and per task category (`counts`); a local copy with fewer rows says it is a subset.
 
 `--tasks` picks a part of it: `single` and/or `multi` (the turn kinds, as the reference's two scripts run them) and
 /or the paper's domains (`stem`, `medicine`, `finance`, `sports`, `generalist`); rows outside the part, skipped ones
@@ -31,11 +41,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from eval.benchmarks.data import LazyImages, RowError, checked_rows
+from eval.benchmarks.data import LazyImages, RowError, checked_rows, count_check
 from eval.benchmarks.visualtoolbench.scoring import domain
 from eval.suites import FollowUp, Skipped, Task
 
 HUB_REPO = "ScaleAI/VisualToolBench"
+# The hub's main at the time of writing (its README lists the turn_* columns download_dataset.py reads and 603 + 601
+# tasks). The paper names no revision; its Table 2 counts are those of this one.
+REVISION = "3f806404430201201120226222b74fc49565b712"
 SPLIT = "test"  # download_dataset.py reads ds['test']
 SCORER = "visualtoolbench"  # the benchmark's rubric judge (scoring.py)
 KINDS = ("single_turn", "multi_turn")
@@ -44,6 +57,24 @@ TURNS = {"single": "single_turn", "multi": "multi_turn"}  # --tasks names of the
 # gathers.
 DOMAINS = {"STEM": ("stem",), "Medicine": ("medical", "medicine"), "Finance": ("finance",),
            "Sports": ("sports",), "Generalist": ("generalist", "general")}
+
+
+# The paper's Table 2: tasks per turn kind, domain (STEM merged, as analyze_results does) and task category
+# (eval_focus; Figure 3's categories).
+PAPER_COUNTS = {"total": {"all": 1204}, "turncase": {"single-turn": 603, "multi-turn": 601},
+                "domain": {"STEM": 238, "Medicine": 238, "Finance": 243, "Sports": 240, "Generalist": 245},
+                "category": {"Region Switch Q&A": 281, "Hybrid Tool-use": 322, "Follow-up Test": 198,
+                             "Temporal Reasoning": 205, "Progressive Reasoning": 198}}
+# A word of each eval_focus value -> the paper's category (the values' exact spelling is the dataset's, not stated in
+# the paper: region_switch, "Region Switch Q&A", ... all name the same category)
+CATEGORY_WORDS = (("region", "Region Switch Q&A"), ("hybrid", "Hybrid Tool-use"), ("follow", "Follow-up Test"),
+                  ("temporal", "Temporal Reasoning"), ("progressive", "Progressive Reasoning"))
+
+
+def category_name(eval_focus) -> str:
+    """The paper's task category of an eval_focus value; the value itself when it names none of them."""
+    value = str(eval_focus or "")
+    return next((name for word, name in CATEGORY_WORDS if word in value.lower()), value or "unknown")
 
 
 def domain_column(value) -> str | None:
@@ -67,11 +98,13 @@ def selection(names) -> tuple[set[str], set[str] | None]:
 
 
 def load(data_dir: str | None = None, revision: str | None = None, kinds=frozenset(KINDS),
-         domains=None) -> tuple[list[Task], list[Skipped], str]:
-    """The tasks, the skipped rows and the dataset's name (hub repo@revision, or the local folder), of the rows
-    whose kind is in `kinds` and (unless None) whose domain column is in `domains` (see `selection`)."""
+         domains=None) -> tuple[list[Task], list[Skipped], str, str]:
+    """The tasks, the skipped rows, the dataset's name (hub repo@revision, or the local folder) and how every row
+    read compares with the paper's counts (`count_check`), of the rows whose kind is in `kinds` and (unless None)
+    whose domain column is in `domains` (see `selection`)."""
     if data_dir is None:
-        rows, source = _hub_rows(revision), f"{HUB_REPO}@{revision or 'main'} (split {SPLIT})"
+        revision = revision or REVISION
+        rows, source = _hub_rows(revision), f"{HUB_REPO}@{revision} (split {SPLIT})"
         root = None
     else:
         folder = Path(data_dir).expanduser().resolve()
@@ -80,14 +113,33 @@ def load(data_dir: str | None = None, revision: str | None = None, kinds=frozens
                                     f"wrote (data/ with single_turn/ and multi_turn/) or the {HUB_REPO} parquet files")
         rows, root = _folder_rows(folder)
         source = f"{folder} (local copy of {HUB_REPO})"
-    kept = [row for row in _numbered(rows) if row["_kind"] in kinds
+    rows = _numbered(rows)
+    counts = _counts(rows, root)
+    kept = [row for row in rows if row["_kind"] in kinds
             and (domains is None or domain_column(domain(row.get("prompt_category"))) in domains)]
     if not kept:
         raise ValueError(f"{source} has no row of the selection (--tasks: {', '.join(sorted(kinds))}"
                          f"{'; ' + ', '.join(sorted(domains)) if domains else ''}); choose another")
     tasks, skipped = checked_rows(kept, lambda row: _task(row, root), lambda n: kept[n]["_where"],
                                   category="prompt_category")
-    return tasks, skipped, source
+    return tasks, skipped, source, counts
+
+
+def _counts(rows: list[dict], root: Path | None) -> str:
+    """Every row read against the paper's Table 2, the rows that would not load named (rows are checked here
+    once more, before `--tasks`, so that a selection does not hide them)."""
+    listed, unloadable = [], []
+    for row in rows:
+        ident = str(row.get("id", row.get("task_id", row["_where"])))
+        listed.append((ident, {"turncase": row["_kind"].replace("_", "-"),
+                               "domain": domain_column(domain(row.get("prompt_category"))) or
+                               str(row.get("prompt_category")),
+                               "category": category_name(row.get("eval_focus"))}))
+        try:
+            _check_row(row)
+        except RowError as err:
+            unloadable.append(Skipped(ident, str(row.get("prompt_category")), str(err)))
+    return count_check("VisualToolBench", PAPER_COUNTS, listed, unloadable)
 
 
 def _hub_rows(revision: str | None) -> list[dict]:
@@ -121,10 +173,14 @@ def _folder_rows(folder: Path) -> tuple[list[dict], Path | None]:
                          {"_where": f"{path.relative_to(root)} row {n}", "_error": "the row is not an object"}
                          for n, row in enumerate(listed)]
             return rows, root
-    parquet = sorted(folder.glob("*.parquet")) + sorted(folder.glob("data/*.parquet"))
+    found = sorted(folder.glob("*.parquet")) + sorted(folder.glob("data/*.parquet"))
+    # `datasets` makes a split of the files named after it (test.parquet, test-00000-of-00001.parquet, ...)
+    parquet = [path for path in found if path.stem == SPLIT or path.stem.startswith(f"{SPLIT}-")]
     if not parquet:
+        others = f" (only {', '.join(p.name for p in found)}, which no {SPLIT} split reads)" if found else ""
         raise FileNotFoundError(f"{folder} has neither data/single_turn/dataset.json nor data/multi_turn/dataset.json "
-                                f"(download_dataset.py's layout) nor *.parquet files ({HUB_REPO}'s)")
+                                f"(download_dataset.py's layout) nor the {SPLIT} split's parquet files ({HUB_REPO}'s "
+                                f"{SPLIT}.parquet){others}")
     import pyarrow.parquet as pq
 
     rows = []
@@ -147,7 +203,8 @@ def _numbered(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def _task(row: dict, root: Path | None) -> Task:
+def _check_row(row: dict) -> int:
+    """The row's number of turns, or a RowError naming the field that is missing or disagrees with the prompts."""
     if "_error" in row:
         raise RowError("row", row["_error"])
     ident = row.get("id", row.get("task_id"))
@@ -157,9 +214,27 @@ def _task(row: dict, root: Path | None) -> Task:
     if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
         raise RowError("turn_prompts", "must be a non-empty list of strings (one prompt per turn)")
     turns = row.get("num_turns") or len(prompts)
-    if not isinstance(turns, int) or isinstance(turns, bool) or not 1 <= turns <= len(prompts):
-        raise RowError("num_turns", f"{turns!r} is not a number of turns between 1 and the {len(prompts)} prompts "
-                                    "(the reference's loop fails on it)")
+    if not isinstance(turns, int) or isinstance(turns, bool) or turns != len(prompts):
+        raise RowError("num_turns", f"{turns!r} disagrees with the {len(prompts)} turn_prompts (the reference runs "
+                                    "num_turns turns with a prompt each)")
+    turncase = row.get("turncase")
+    if turncase and turncase != ("multi-turn" if turns > 1 else "single-turn"):
+        raise RowError("turncase", f"{turncase!r} disagrees with the {turns} turn_prompts")
+    for name in ("turn_golden_answers", "rubrics_by_turn"):
+        value = row.get(name)
+        if isinstance(value, list) and len(value) != turns:
+            raise RowError(name, f"{len(value)} entries for {turns} turn(s): the turns cannot be paired with them")
+    for name in ("images_by_turn", "images_by_turn_paths"):
+        value = row.get(name)
+        if turns > 1 and isinstance(value, list) and len(value) > turns:
+            raise RowError(name, f"{len(value)} turns of images for {turns} turn_prompts: the turns cannot be "
+                                 "paired with them")
+    return turns
+
+
+def _task(row: dict, root: Path | None) -> Task:
+    turns = _check_row(row)
+    ident, prompts = row.get("id", row.get("task_id")), row["turn_prompts"]
     multi = len(prompts) > 1
     golden = _listed(row, "turn_golden_answers", turns)
     rubrics = [_rubrics(value, turn) for turn, value in enumerate(_listed(row, "rubrics_by_turn", turns))]

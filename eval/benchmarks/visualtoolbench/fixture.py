@@ -1,7 +1,8 @@
 """A small VisualToolBench dataset in the layout the benchmark's download_dataset.py writes (`data/single_turn/` and
-`data/multi_turn/`, each a `dataset.json` and `images/sample_<k>/`), made by tirlab for tests and smoke runs: three
-single-turn and three multi-turn tasks (two and three turns, one turn without an image) in all five domains, rubric
-weights 1-5 with and without a critical flag, rubrics stored as JSON strings as the hub stores them. The shipped
+`data/multi_turn/`, each a `dataset.json` and `images/sample_<k>/`, the hub's columns at data.REVISION), made by
+tirlab for tests and smoke runs: three single-turn and three multi-turn tasks (two and three turns, one turn without
+an image) in all five domains, rubric weights 1-5 with and without a critical flag, rubrics stored as JSON strings as
+the hub stores them. The shipped
 `web_replay.jsonl` answers the web calls a forced smoke run makes (`--force_tool_calls`: the tools' required
 arguments drawn from the schemas) and those of the scripted runs in the tests, so no run needs the network.
 
@@ -80,30 +81,36 @@ MULTI = [
 
 
 def write_fixture(folder: str | Path) -> Path:
-    """Write the dataset (under `folder`/data) and its web replay into `folder`; returns `folder`."""
+    """Write the dataset (under `folder`/data) and its web replay into `folder`; returns `folder`. Each row is what
+    download_dataset.py writes from a hub row (the columns of the hub's README at data.REVISION, in its order, then
+    `image_paths` and `images_by_turn_paths`): the flat `images` saved as image_<k>.png and `images_by_turn` as
+    turn_<t>_image_<k>.png, a single-turn row's one turn included."""
     folder = Path(folder)
     for kind, rows in (("single_turn", SINGLE), ("multi_turn", MULTI)):
         out = []
         for sample, row in enumerate(rows):
             images = folder / "data" / kind / "images" / f"sample_{sample}"
             images.mkdir(parents=True, exist_ok=True)
-            written = {k: v for k, v in row.items() if k not in ("images", "images_by_turn")}
             turns = len(row["turn_prompts"])
-            written.update(turncase="single-turn" if turns == 1 else "multi-turn", num_turns=turns,
-                           turn_tool_trajectories=[json.dumps([{"tool": "python_image_processing"}])] * turns)
+            by_turn = row.get("images_by_turn") or [row["images"]]
+            flat = [image for turn in by_turn for image in turn]
+            written = {"id": row["id"], "turncase": "single-turn" if turns == 1 else "multi-turn", "num_turns": turns,
+                       "prompt_category": row["prompt_category"], "eval_focus": row["eval_focus"],
+                       "turn_prompts": row["turn_prompts"], "turn_golden_answers": row["turn_golden_answers"],
+                       "turn_tool_trajectories": [json.dumps([{"tool": "python_image_processing"}])] * turns,
+                       "rubrics_by_turn": row["rubrics_by_turn"], "num_images": len(flat)}
             paths = []
-            for k, image in enumerate(row.get("images", [])):
+            for k, image in enumerate(flat):
                 Image.fromarray(image).save(images / f"image_{k}.png")
                 paths.append(f"data/{kind}/images/sample_{sample}/image_{k}.png")
-            by_turn = []
-            for turn, listed in enumerate(row.get("images_by_turn", [])):
+            turn_paths = []
+            for turn, listed in enumerate(by_turn):
                 names = []
                 for k, image in enumerate(listed):
                     Image.fromarray(image).save(images / f"turn_{turn}_image_{k}.png")
                     names.append(f"data/{kind}/images/sample_{sample}/turn_{turn}_image_{k}.png")
-                by_turn.append(names)
-            written.update(image_paths=paths or [p for turn in by_turn for p in turn], images_by_turn_paths=by_turn)
-            out.append(written)
+                turn_paths.append(names)
+            out.append({**written, "image_paths": paths, "images_by_turn_paths": turn_paths})
         (folder / "data" / kind / "dataset.json").write_text(json.dumps(out, indent=2), encoding="utf-8")
     lines = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in replay_lines())
     (folder / "web_replay.jsonl").write_text(lines, encoding="utf-8")

@@ -15,7 +15,7 @@ from eval.benchmarks.data import keep, wanted
 from eval.benchmarks.vtc_bench import data, scoring, tables, thyme_framework
 from eval.benchmarks.vtc_bench.harness import MAX_ROUNDS, QwenAgentLoop, protocol_texts
 from eval.config import NO_JUDGE
-from eval.suites import Suite
+from eval.suites import Skipped, Suite
 from runtime.profiles import QWEN_STOP, Budgets
 from runtime.protocols import HermesProtocol, OpenAIProtocol, Prompt
 from runtime.protocols.base import reply_text
@@ -36,9 +36,11 @@ class VtcBench(Suite):
                           "max_tool_calls"})
 
     def __init__(self, tasks, skipped, dataset: str, scoring_mode: str, judge: str | None,
-                 track: str = "interface", variant: str = "strong", preset: str | None = None):
+                 track: str = "interface", variant: str = "strong", preset: str | None = None,
+                 counts: str | None = None):
         super().__init__(tasks, skipped)
         self.dataset, self.scoring, self.judge_model = dataset, scoring_mode, judge
+        self.counts = counts  # the rows read against the paper's item counts
         self.track, self.variant = track, variant
         self.texts = protocol_texts()
         # the paper ran DeepEyes and Thyme through the Thyme framework in the code track (thyme_framework.py)
@@ -55,10 +57,16 @@ class VtcBench(Suite):
         if variant not in VARIANTS:
             raise ValueError(f"unknown --prompt_variant {variant!r} for vtc_bench; use one of {VARIANTS}")
         categories = wanted(config.tasks, data.CATEGORIES, "VTC-Bench category")
-        tasks, skipped, dataset = data.load(config.data_dir, config.revision)
+        loaded = data.load(config.data_dir, config.revision, track)
+        print(loaded.counts)
+        tasks, skipped = loaded.tasks, loaded.skipped
+        if variant.endswith("_chain"):  # the prompt shows the task's own chain: a task without one cannot be asked
+            tasks, skipped = [t for t in tasks if "no_chain" not in t.meta], skipped + [
+                Skipped(t.id, t.category, f"no ground-truth chain for the {variant} prompt: {t.meta['no_chain']}")
+                for t in tasks if "no_chain" in t.meta]
         judge = None if config.judge_model == NO_JUDGE else config.judge_model
-        return cls(*keep(tasks, skipped, categories, data.CATEGORIES), dataset, config.scoring, judge, track, variant,
-                   config.preset)
+        return cls(*keep(tasks, skipped, categories, data.CATEGORIES), loaded.source, config.scoring, judge, track,
+                   variant, config.preset, loaded.counts)
 
     @property
     def variant_name(self) -> str:
@@ -81,9 +89,15 @@ class VtcBench(Suite):
                         f"{'with' if self.variant.endswith('_chain') else 'without'} the ground-truth tool chain "
                         "in the prompt; Qwen-Agent's 20-round loop; the paper's sampling for open models; images at "
                         "the checkpoint processor's own size")
+        chainless = [t for t in self.tasks if "no_chain" in t.meta]
         return {
             "benchmark": "VTC-Bench (arXiv 2603.15030)",
             "dataset": self.dataset,
+            **({"counts": self.counts} if self.counts else {}),
+            "ground-truth chains": (f"{len(chainless)} of {len(self.tasks)} task(s) have none, so no chain MAE ("
+                                    + "; ".join(f"{t.id}: {t.meta['no_chain']}" for t in chainless[:5])
+                                    + (f"; and {len(chainless) - 5} more" if len(chainless) > 5 else "") + ")"
+                                    if chainless else f"every task has its own ({len(self.tasks)})"),
             "harness": thyme_framework.NAME if self.thyme else "qwen-agent",
             "protocol": protocol,
             "scoring": f"{self.scoring} (official: VLMEvalKit's VTCBenchDataset in cs-w0r1d/VTC-Bench@93a33a4; "
@@ -202,7 +216,11 @@ class VtcBench(Suite):
         text, prediction = _thyme_answer(finished) if self.thyme and finished.mode == "tools" else _answer(finished)
         row = {**task.meta["row"], "prediction": prediction}
         fields = {"response": text, "prediction": prediction, "variant": self.variant_name,
-                  "chain": _chain_fields(finished.trajectory.messages)}
+                  "chain": _chain_fields(finished.trajectory.messages),
+                  # the ground truth's tools, for the figures of chain length and tool diversity
+                  "gt_chain": scoring.parse_gt_chain(task.meta["row"]["model_tools_gt"])[0]
+                  if task.meta["row"].get("model_tools_gt") else None,
+                  **({"no_chain": task.meta["no_chain"]} if "no_chain" in task.meta else {})}
         errors = {}
         try:
             rule = fields["rule_score"] = scoring.rule_score(row)
@@ -251,6 +269,12 @@ class VtcBench(Suite):
     @staticmethod
     def tables(records: list[dict], config: dict) -> list[str]:
         return tables.sections(records, config)
+
+    @staticmethod
+    def figures(records: list[dict], config: dict, folder) -> list[tuple[str, str]]:
+        from eval.benchmarks.vtc_bench import figures
+
+        return figures.draw(records, config, folder)
 
 
 def _with_options(question: str, options: dict) -> str:

@@ -134,7 +134,7 @@ def _dataset(tmp_path: Path, case: str) -> list:
     spec = CASES[case]["input"]
     (folder / "images" / "image_0001.png").unlink()
     (folder / "images" / f"image_0001.{'jpg' if spec['format'] == 'JPEG' else 'png'}").write_bytes(file_of(spec))
-    tasks, _, _ = amme_data.load(str(folder))
+    tasks, _, _, _ = amme_data.load(str(folder))
     return folder, next(t for t in tasks if t.id == "0001")
 
 

@@ -24,7 +24,7 @@ TEXTS = runner_texts()
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     folder = write_fixture(tmp_path_factory.mktemp("amme"))
-    tasks, skipped, _ = amme_data.load(str(folder))
+    tasks, skipped, _, _ = amme_data.load(str(folder))
     return folder, tasks, skipped
 
 

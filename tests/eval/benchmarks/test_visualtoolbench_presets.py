@@ -31,7 +31,7 @@ def fixture_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def suite(fixture_dir):
-    tasks, skipped, dataset = data.load(str(fixture_dir))
+    tasks, skipped, dataset, _ = data.load(str(fixture_dir))
     return VisualToolBench(tasks, skipped, dataset, "official", None)
 
 

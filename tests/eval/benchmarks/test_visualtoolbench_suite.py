@@ -37,7 +37,7 @@ def fixture_dir(tmp_path_factory):
 
 
 def test_the_fixture_loads_in_download_dataset_layout(fixture_dir):
-    tasks, skipped, source = data.load(str(fixture_dir))
+    tasks, skipped, source, counts = data.load(str(fixture_dir))
     assert skipped == [] and "local copy of ScaleAI/VisualToolBench" in source
     assert [t.id for t in tasks] == [r["id"] for r in SINGLE + MULTI]
     by_id = {t.id: t for t in tasks}
@@ -69,7 +69,7 @@ def test_the_hub_parquet_layout_loads_the_same_tasks(fixture_dir, tmp_path):
                      "images": [cell(a) for turn in by_turn for a in turn],
                      "images_by_turn": [[cell(a) for a in turn] for turn in by_turn]})
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "test.parquet")
-    tasks, skipped, _ = data.load(str(tmp_path))
+    tasks, skipped, _, _ = data.load(str(tmp_path))
     expected = {t.id: t for t in data.load(str(fixture_dir))[0]}
     assert skipped == [] and [t.id for t in tasks] == list(expected)
     for task in tasks:
@@ -90,7 +90,7 @@ def test_malformed_rows_are_skipped_with_their_reason(fixture_dir, tmp_path):
     (folder / "data" / "single_turn").mkdir(parents=True)
     (folder / "data" / "single_turn" / "images").symlink_to(fixture_dir / "data" / "single_turn" / "images")
     (folder / "data" / "single_turn" / "dataset.json").write_text(json.dumps(rows + bad))
-    tasks, skipped, _ = data.load(str(folder))
+    tasks, skipped, _, _ = data.load(str(folder))
     assert len(tasks) == 3
     reasons = {s.id: s.reason for s in skipped}
     assert "turn_prompts" in reasons["no_prompts"] and "not JSON" in reasons["bad_rubrics"]

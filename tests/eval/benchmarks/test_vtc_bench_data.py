@@ -18,8 +18,9 @@ def fixture(request, tmp_path_factory):
 
 
 def test_rows_become_tasks_in_both_layouts(fixture):
-    tasks, skipped, source = data.load(str(fixture))
-    assert skipped == [] and str(fixture) in source
+    tasks, skipped, source, counts = data.load(str(fixture))
+    assert skipped == [] and str(fixture) in source and data.CHAINS in source
+    assert counts.startswith("VTC-Bench: a subset, 9 rows of the paper's 680 items")
     assert sorted({t.category for t in tasks}) == sorted(data.CATEGORIES)
     for task in tasks:
         (image,) = list(task.images)
@@ -36,7 +37,7 @@ def test_rows_become_tasks_in_both_layouts(fixture):
 def test_bad_rows_are_skipped_with_what_is_wrong(fixture, tmp_path):
     copy = tmp_path / "bad"
     shutil.copytree(fixture, copy)
-    path = copy / data.QUESTIONS
+    path = copy / data.CHAINS  # the file the interface track reads
     limit = csv.field_size_limit(2**31 - 1)  # base64 cells outgrow csv's default
     try:
         with open(path, encoding="utf-8", newline="") as f:
@@ -52,7 +53,7 @@ def test_bad_rows_are_skipped_with_what_is_wrong(fixture, tmp_path):
         writer = csv.DictWriter(f, header, delimiter="\t")
         writer.writeheader()
         writer.writerows(rows)
-    tasks, skipped, _ = data.load(str(copy))
+    tasks, skipped, *_ = data.load(str(copy))
     reasons = [s.reason for s in skipped]
     assert len(tasks) + len(skipped) == len(rows)
     assert "line 2: field 'category': unknown category 'origami'" in reasons[0]
@@ -62,12 +63,12 @@ def test_bad_rows_are_skipped_with_what_is_wrong(fixture, tmp_path):
 
 
 def test_a_tsv_without_the_published_columns_is_refused(tmp_path):
-    (tmp_path / data.QUESTIONS).write_text("index\tid\tquestion\n1\ta\tq\n", encoding="utf-8")
+    (tmp_path / data.CHAINS).write_text("index\tid\tquestion\n1\ta\tq\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"missing column\(s\) \['category', 'image', 'answer'\]"):
         data.load(str(tmp_path))
-    (tmp_path / "nothing").mkdir()
-    with pytest.raises(FileNotFoundError, match="neither VTC-Bench.tsv nor"):
-        data.load(str(tmp_path / "nothing"))
+    with pytest.raises(FileNotFoundError, match=r"no VTC-Bench.tsv, the file the code track reads \(TSV files "
+                                                r"there: \['VTC-Bench_GTToolChain.tsv'\]\)"):
+        data.load(str(tmp_path), track="code")
 
 
 def test_the_hub_dataset_loads_through_huggingface_hub(tmp_path, monkeypatch):
@@ -75,5 +76,32 @@ def test_the_hub_dataset_loads_through_huggingface_hub(tmp_path, monkeypatch):
 
     published = write_fixture(tmp_path / "published", images="base64")  # the hub's TSV carries base64 images
     commit = hub_cache(tmp_path, monkeypatch, data.HUB_REPO, published)
-    tasks, skipped, source = data.load(None)
-    assert len(tasks) == 9 and not skipped and source == f"{data.HUB_REPO}@{commit}"
+    tasks, skipped, source, _ = data.load(None, commit)
+    assert len(tasks) == 9 and not skipped and source == f"{data.HUB_REPO}@{commit}, {data.CHAINS}"
+    # without --revision: the corrected release
+    shutil.copytree(published, tmp_path / "hub" / "datasets--zzzhu--VTC-Bench" / "snapshots" / data.HUB_REVISION)
+    assert data.load(None).source == f"{data.HUB_REPO}@{data.HUB_REVISION}, {data.CHAINS}"
+
+
+def test_the_code_track_takes_each_chain_from_the_same_problems_row(fixture, tmp_path):
+    copy = tmp_path / "edited"
+    shutil.copytree(fixture, copy)
+    limit = csv.field_size_limit(2**31 - 1)  # base64 cells outgrow csv's default
+    try:
+        with open(copy / data.QUESTIONS, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f, delimiter="\t")
+            header, rows = reader.fieldnames, list(reader)
+    finally:
+        csv.field_size_limit(limit)
+    edited = rows[0]
+    edited["answer"] = "B" if edited["answer"] != "B" else "C"  # another answer under the same id
+    with open(copy / data.QUESTIONS, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, header, delimiter="\t")
+        writer.writeheader()
+        writer.writerows(rows)
+    tasks = {t.id: t for t in data.load(str(copy), track="code").tasks}
+    assert tasks[edited["id"]].meta["no_chain"].startswith(f"{data.CHAINS} line ")
+    assert tasks[edited["id"]].meta["no_chain"].endswith(
+        "another answer: not the same problem for certain, so its chain is not taken")
+    assert tasks[edited["id"]].reference_calls is None
+    assert all(t.reference_calls and "no_chain" not in t.meta for i, t in tasks.items() if i != edited["id"])
