@@ -126,12 +126,16 @@ def write_report(run_dir: Path, records: list[dict], config: dict | None = None)
         _plot_accuracy(summary, run_dir / "plots" / PLOTS["accuracy"])
         _plot_tools(summary, run_dir / "plots" / PLOTS["tools"])
         _plot_turns(records, run_dir / "plots" / PLOTS["turns"])
-        figures = suite_figures((config or {}).get("suite"), records, config or {}, run_dir / "plots")
+        try:
+            figures = suite_figures((config or {}).get("suite"), records, config or {}, run_dir / "plots")
+        except Exception as err:  # noqa: BLE001 - a figure the records cannot support must not cost the report
+            figures = f"{type(err).__name__}: {err}"
     (run_dir / "report.md").write_text(_markdown(summary, records, config or {}, figures), encoding="utf-8")
     return summary
 
 
-def _markdown(summary: dict, records: list[dict], config: dict, figures: list[tuple[str, str]]) -> str:
+def _markdown(summary: dict, records: list[dict], config: dict, figures: list[tuple[str, str]] | str) -> str:
+    """The report; `figures` are the paper's figures drawn (title, file name), or why they could not be."""
     modes = summary["modes"]
     lines = ["# Evaluation report", ""]
     for key in ("model", "profile", "backend", "suite"):
@@ -193,7 +197,9 @@ def _markdown(summary: dict, records: list[dict], config: dict, figures: list[tu
     lines += ["", "## Plots", ""]
     lines += [f"![{title}](plots/{PLOTS[key]})" for key, title in
               (("accuracy", "accuracy per category"), ("tools", "tool calls per tool"), ("turns", "turns per episode"))]
-    if figures:
+    if isinstance(figures, str):
+        lines += ["", "## The paper's figures", "", f"Not drawn: {_cell(figures)}"]
+    elif figures:
         lines += ["", "## The paper's figures", "", *(f"![{title}](plots/{name})" for title, name in figures)]
     return "\n".join([*lines, "", HOW_TO_READ, ""])
 

@@ -62,16 +62,19 @@ def lines(path: Path, title: str, x: list, ours: dict[str, list[float | None]],
     return figure
 
 
-def scatter(path: Path, title: str, ours: dict[str, tuple[float, float]],
-            paper: dict[str, tuple[float, float]] | None = None, xlabel: str = "", ylabel: str = "") -> Figure:
-    """Labelled points (x, y): ours filled, the paper's hollow."""
-    figure = Figure(figsize=(6.5, 4.5), layout="constrained")
-    ax = figure.add_subplot()
-    for points, published in ((ours, False), (paper or {}, True)):
-        for name, (px, py) in points.items():
-            ax.plot([px], [py], "o", color="C1" if published else "C0", mfc="none" if published else None)
-            ax.annotate(f"paper: {name}" if published else name, (px, py), fontsize=7, xytext=(3, 3),
-                        textcoords="offset points")
-    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+def scatter(path: Path, title: str, panels: list[tuple[str, str, str, dict, dict]]) -> Figure:
+    """Panels of labelled points side by side, each (title, x label, y label, ours, the paper's), a series being
+    {name: (x, y)}: ours filled, the paper's hollow. A point with a None coordinate is left out."""
+    figure = Figure(figsize=(5 * len(panels), 4.5), layout="constrained")
+    for ax, (subtitle, xlabel, ylabel, ours, paper) in zip(figure.subplots(1, len(panels), squeeze=False)[0], panels):
+        for points, published in ((ours, False), (paper or {}, True)):
+            for name, (px, py) in points.items():
+                if px is None or py is None:
+                    continue
+                ax.plot([px], [py], "o", color="C1" if published else "C0", mfc="none" if published else None)
+                ax.annotate(f"paper: {name}" if published else name, (px, py), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points", color="C1" if published else "black")
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=subtitle)
+    figure.suptitle(title)
     figure.savefig(path, dpi=100)
     return figure

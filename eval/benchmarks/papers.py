@@ -22,6 +22,11 @@ def _tables(path: str) -> dict[str, dict]:
     return {table["table"]: table for table in tables}
 
 
+def paper_table(path: str, table: str) -> dict:
+    """A paper's table as `paper_results.json` holds it (its rows, notes and protocol)."""
+    return _tables(path)[table]
+
+
 def paper_rows(path: str, table: str, model: str | None) -> list[dict]:
     """The rows of a paper's table for `model` (a hub name or a local checkpoint): those whose `hub` is the
     model, else whose model name the checkpoint's name starts with (e.g. Qwen2.5-VL-7B for
@@ -70,6 +75,20 @@ def paper_label(path: str, table: str, row: dict, config: dict, name: str | None
     differences = unlike(row_protocol(path, table, row), config) if compared else []
     return f"paper: {name or row['model']}" + (f" (not like for like: {'; '.join(differences)})" if differences
                                                 else "")
+
+
+def once_per_task(records: list[dict], key=lambda record: record["id"]) -> list[dict]:
+    """The records with each task's no-tools record kept once, the first (`key` says which no-tools records are the
+    same protocol): runs merged into one report that were each made with `--tools both` carry the same baseline,
+    which counts once in its row."""
+    seen, kept = set(), []
+    for record in records:
+        if record.get("mode") == "no_tools":
+            if key(record) in seen:
+                continue
+            seen.add(key(record))
+        kept.append(record)
+    return kept
 
 
 def _plain(name: str) -> str:

@@ -206,3 +206,18 @@ def test_category_missing_from_one_mode_has_no_delta(run, tmp_path):
     assert summary["delta"]["categories"]["jigsaw"] is None
     assert summary["delta"]["overall"] == pytest.approx(0.7 - 2 / 4)
     assert "| jigsaw | 100.0% | 1 | - | - | - |" in (tmp_path / "report.md").read_text().splitlines()
+
+
+def test_a_figure_that_cannot_be_drawn_leaves_the_rest_of_the_report(tmp_path, monkeypatch):
+    from eval.suites import Suite
+
+    def broken(records, config, folder):
+        raise KeyError("level")
+
+    monkeypatch.setattr(Suite, "figures", staticmethod(broken))
+    record = {"id": "t", "category": "c", "mode": "tools", "score": 1.0, "stop_reason": "answered", "turns": 1,
+              "trajectory": {"messages": []}}
+    write_report(tmp_path, [record])
+    report = (tmp_path / "report.md").read_text()
+    assert "## Accuracy per category" in report and "(plots/accuracy_per_category.png)" in report
+    assert "## The paper's figures\n\nNot drawn: KeyError: 'level'" in report

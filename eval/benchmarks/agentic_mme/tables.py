@@ -16,13 +16,12 @@ mode where any judge request had no judge.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from eval.benchmarks import figures as charts
 from eval.benchmarks.agentic_mme import scoring
 from eval.benchmarks.agentic_mme.data import LEVELS
-from eval.benchmarks.papers import ROOT, paper_label, paper_rows, table_lines
+from eval.benchmarks.papers import once_per_task, paper_label, paper_rows, paper_table, table_lines
 
 PAPER = "eval/benchmarks/agentic_mme/paper_results.json"
 MODES = {"gen": "Gen", "atm": "Atm"}
@@ -57,7 +56,7 @@ def _name(mode: str, ablation: str | None) -> str:
 
 def _groups(records: list[dict]) -> list[tuple[tuple[str, str | None], list[dict]]]:
     groups: dict[tuple[str, str | None], list[dict]] = {}
-    for record in records:
+    for record in once_per_task(records):  # Base: one no-tools record per task, whichever runs were merged
         groups.setdefault(_setting(record), []).append(record)
     order = [None, *TABLE4, *TABLE5]
     return sorted(groups.items(), key=lambda item: (ORDER.index(item[0][0]), order.index(item[0][1])
@@ -180,20 +179,20 @@ def _ablation_table(table: str, groups, config: dict) -> str:
     named = TABLE4 if table == "Table 4" else TABLE5
     by_setting = dict(groups)
     rows, settings = [], set()
+    if table == "Table 4" and ("Base", None) in by_setting:
+        rows.append(_acc_row("this run: Perception-only (no tools)", by_setting[("Base", None)]))
+        settings.add("Perception-only")
     for mode in ("Gen", "Atm"):
         present = [(ablation, by_setting.get((mode, ablation))) for ablation in [None, *named]]
         if not any(group for ablation, group in present if ablation is not None):
             continue
-        if table == "Table 4" and ("Base", None) in by_setting:
-            rows.append(_acc_row("this run: Perception-only (no tools)", by_setting[("Base", None)]))
-            settings.add("Perception-only")
         for ablation, group in present:
             name = named.get(ablation) or ("Full" if table == "Table 4" else "Full (baseline)")
             if group:
                 rows.append(_acc_row(f"this run: {mode} {name}", group))
                 settings.add(named.get(ablation) or "Full")
     same = paper_rows(PAPER, table, config.get("model"))
-    for paper in same or paper_table(table)["rows"]:
+    for paper in same or paper_table(PAPER, table)["rows"]:
         label = f"{paper['model']} {paper['setting']}" + ("" if same else " (another model)")
         rows.append([paper_label(PAPER, table, paper, config, label, compared=bool(same) and paper["setting"] in
                                  settings), *(paper["values"].get(c) for c in ("acc", "l1_acc", "l2_acc", "l3_acc"))])
@@ -201,7 +200,8 @@ def _ablation_table(table: str, groups, config: dict) -> str:
         title, note = "Tool availability analysis (Acc, %)", (
             "Perception-only: the no-tool run (--tools none); Image-only: the runner without search "
             "(--ablation image_only, the runners' own switch); Search-only: the search tools alone (--ablation "
-            "search_only, Atm; tirlab's construction: the code has no such switch); Full: the plain run.")
+            "search_only, Atm; tirlab's construction: the code has no such switch, and the Atm system prompt, which "
+            "names the image tools, is kept as it is); Full: the plain run.")
     else:
         title, note = "Oracle guidance study (Acc, %)", (
             "+ Visual Cues: the task's ground-truth intermediate images (image_cause/) beside its input "
@@ -210,10 +210,6 @@ def _ablation_table(table: str, groups, config: dict) -> str:
     return "\n".join([f"## Agentic-MME {table}: {title}", "",
                       *table_lines(["Setting", "Overall", "L1", "L2", "L3"], rows), "",
                       note + " The paper does not say which mode its rows ran in; it ran them with greedy decoding."])
-
-
-def paper_table(table: str) -> dict:
-    return next(t for t in json.loads((ROOT / PAPER).read_text(encoding="utf-8"))["tables"] if t["table"] == table)
 
 
 def _acc_row(label: str, group: list[dict]) -> list:
@@ -250,7 +246,7 @@ def figures(records: list[dict], config: dict, folder: Path) -> list[tuple[str, 
                    if ablation is None and not name.startswith("Base")]
     model = config.get("model")
     table3 = paper_rows(PAPER, "Table 3", model)
-    human = [row for row in paper_table("Table 3")["rows"] if row["model"] == "Human"]
+    human = [row for row in paper_table(PAPER, "Table 3")["rows"] if row["model"] == "Human"]
     drawn = []
 
     path = folder / "agentic_mme_level_accuracy.png"
@@ -280,7 +276,7 @@ def figures(records: list[dict], config: dict, folder: Path) -> list[tuple[str, 
                "human tool calls per task (these tasks)": _per_level(records, "reference_calls"),
                **{f"tool calls per task (this run: {name})": [scores.get(level, "Calls") for level in LEVELS]
                   for name, scores, _ in tool_groups}}
-    published = {row["setting"]: row["values"] for row in paper_table("Table 2")["rows"]}
+    published = {row["setting"]: row["values"] for row in paper_table(PAPER, "Table 2")["rows"]}
     charts.bars(path, "Agentic-MME: checkpoints and tool calls per task (Figure 3(d))", list(LEVELS), density,
                 {"checkpoints per task": [published[level]["checkpoints"] for level in LEVELS],
                  "human tool calls per task": [published[level]["tool_calls"] for level in LEVELS]},

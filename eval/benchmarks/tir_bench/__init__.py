@@ -46,6 +46,9 @@ class TirBench(Suite):
             raise ValueError(f"unknown --study {config.study!r} for tir_bench; the paper's study is 'function_calling'")
         if config.study:  # an unknown track or variant fails here, before loading
             cells = function_calling.cells(config.track, config.prompt_variant)
+            if config.tools != "on" or config.tasks:
+                raise ValueError("--study function_calling runs the rotation-game items with the rotate function or "
+                                 "code (Table 3 has no run without tools): drop --tools none|both and --tasks")
         elif config.track or config.prompt_variant:
             raise ValueError("--track and --prompt_variant select a cell of tir_bench's --study function_calling; "
                              "the main benchmark has one protocol")

@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image
 
 from eval.benchmarks.data import LazyImages, RowError, checked_rows, count_check, dataset_folder, unpacked
+from eval.benchmarks.papers import paper_table
 from eval.benchmarks.tir_bench.scoring import listed_options
 from eval.suites import Skipped, Task
 
@@ -39,7 +40,7 @@ IMAGES = "data.zip"
 TASKS = ("color", "refcoco", "ocr", "symbolic", "maze", "math", "word_search", "contrast", "instrument",
          "spot_difference", "jigsaw", "visual_search", "rotation_game")
 SCORER = "tir_bench"  # the benchmark's own scoring (eval/benchmarks/tir_bench/scoring.py)
-PAPER = Path(__file__).parent / "paper_results.json"
+PAPER = "eval/benchmarks/tir_bench/paper_results.json"
 
 
 class Loaded(NamedTuple):
@@ -52,7 +53,7 @@ class Loaded(NamedTuple):
 
 def paper_counts() -> dict[str, dict[str, int]]:
     """The paper's item counts: 1,215 in all, per task as its Table 1 gives them (paper_results.json)."""
-    table = next(t for t in json.loads(PAPER.read_text(encoding="utf-8"))["tables"] if t["table"] == "Table 2")
+    table = paper_table(PAPER, "Table 2")
     return {"total": {"all": 1215}, "task": dict(table["samples"])}
 
 
@@ -122,9 +123,12 @@ def _check_jigsaw(meta: dict, answer: str) -> None:
     """The official scorer reads the grid side from `meta_data.difficulty` and the first run of n^2 integers of the
     answer; without them it scores every reply 0, so such a row cannot be a task."""
     side = meta.get("difficulty")
-    if isinstance(side, bool) or not isinstance(side, int) or side < 2:
-        raise RowError("meta_data", f"a jigsaw row needs meta_data.difficulty, the grid side (an integer >= 2), got "
-                                    f"{side!r}")
+    # the scorer compares difficulty * difficulty with a count, so 3.0 reads as 3; a side of 1 is one piece
+    whole = (isinstance(side, int) and not isinstance(side, bool)) or (isinstance(side, float) and side.is_integer())
+    if not whole or side < 1:
+        raise RowError("meta_data", f"a jigsaw row needs meta_data.difficulty, the grid side (a whole number >= 1), "
+                                    f"got {side!r}")
+    side = int(side)
     runs = [re.findall(r"\d+", stretch) for stretch in re.findall(r"[\d\s,\uff0c]+", answer)]
     if not any(len(run) == side * side for run in runs):
         raise RowError("answer", f"a {side}x{side} jigsaw answer must list {side * side} piece numbers, got {answer!r}")

@@ -4,9 +4,8 @@ Table 3 (mean calls per problem per track and prompt) with the accuracy of each 
 
 from __future__ import annotations
 
-import json
 
-from eval.benchmarks.papers import ROOT, paper_label, paper_rows, table_lines
+from eval.benchmarks.papers import paper_label, paper_rows, paper_table, table_lines
 from eval.benchmarks.tir_bench.data import TASKS
 from eval.benchmarks.tir_bench.function_calling import TRACKS, VARIANTS, cell_name, record_cell
 
@@ -17,14 +16,14 @@ MODE_NAMES = {"tools": "with tools", "no_tools": "without tools"}
 
 def sections(records: list[dict], config: dict) -> list[str]:
     studied = [r for r in records if r.get("variant")]
-    return ([_table3(studied, config)] if studied else []) + ([_table2(records, config)]
-                                                                if len(studied) < len(records) else [])
+    main = [r for r in records if not r.get("variant")]  # a merged report may hold both
+    return ([_table3(studied, config)] if studied else []) + ([_table2(main, config)] if main else [])
 
 
 def _table2(records: list[dict], config: dict) -> str:
     rows = []
     for mode in ("tools", "no_tools"):
-        group = [r for r in records if r["mode"] == mode and not r.get("variant")]
+        group = [r for r in records if r["mode"] == mode]
         if group:
             by_task = [_accuracy([r for r in group if r["category"] == task]) for task in TASKS]
             rows.append([f"this run, {MODE_NAMES[mode]}", _accuracy(group), *by_task])
@@ -53,7 +52,7 @@ def _table3(records: list[dict], config: dict) -> str:
     rows = [calls, accuracy]
     # the paper's rows are proprietary API models: the evaluated model's row where it has one, else all, as context
     own = paper_rows(PAPER, "Table 3", config.get("model"))
-    for row in own or _paper_table("Table 3")["rows"]:
+    for row in own or paper_table(PAPER, "Table 3")["rows"]:
         label = (paper_label(PAPER, "Table 3", row, config) if own else
                  paper_label(PAPER, "Table 3", row, config, name=f"{row['model']} (another model)", compared=False))
         rows.append([f"{label}: calls per problem",
@@ -67,10 +66,6 @@ def _table3(records: list[dict], config: dict) -> str:
                       "function_calling`; `--track` / `--prompt_variant` keep some); `run_vllm.py report RUN ...` "
                       "merges runs of other cells or models. Calls are counted in runs with tools; a skipped row "
                       "counts as wrong with no calls."])
-
-
-def _paper_table(name: str) -> dict:
-    return next(t for t in json.loads((ROOT / PAPER).read_text(encoding="utf-8"))["tables"] if t["table"] == name)
 
 
 def cell_records(records: list[dict], track: str, variant: str) -> list[dict]:

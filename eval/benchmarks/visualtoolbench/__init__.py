@@ -515,7 +515,7 @@ class VisualToolBench(Suite):
     def from_config(cls, config) -> VisualToolBench:
         from runtime.web import web_from_config
 
-        prompt_variant, ablation, atomic = ablation_settings(config.prompt_variant, config.ablation, config.toolset)
+        prompt_variant, ablation, atomic = ablation_settings(config.prompt_variant, config.ablation, config.toolset, config.tools)
         critical = config.critical or "weight"  # EvalConfig checked it is one of scoring.CRITICAL_RULES
         tasks, skipped, dataset, counts = data.load(config.data_dir, config.revision, *data.selection(config.tasks))
         print(counts)
@@ -723,9 +723,14 @@ class VisualToolBench(Suite):
         return figures.figures(records, config, folder)
 
 
-def ablation_settings(prompt_variant, ablation, toolset) -> tuple[str, str | None, bool]:
+def ablation_settings(prompt_variant, ablation, toolset, tools: str = "on") -> tuple[str, str | None, bool]:
     """The run's ablation setting from --prompt_variant, --ablation and --toolset: (prompt variant, ablation,
     atomic vision tools), or a ValueError listing the values this suite knows."""
+    if tools == "none" and (prompt_variant or ablation or toolset):
+        given = [f"--{name} {value}" for name, value in (("prompt_variant", prompt_variant), ("ablation", ablation),
+                                                          ("toolset", toolset)) if value]
+        raise ValueError(f"{', '.join(given)} changes the run with tools, and --tools none has none (no system prompt, "
+                         "no tools): drop it, or run with --tools on or both")
     prompt_variant = prompt_variant or "strong"
     if prompt_variant not in PROMPT_VARIANTS:
         raise ValueError(f"--prompt_variant {prompt_variant!r} is not one of VisualToolBench's: "

@@ -25,7 +25,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from eval.benchmarks import figures as charts
-from eval.benchmarks.papers import ROOT
+from eval.benchmarks.papers import once_per_task, paper_table
 from eval.benchmarks.visualtoolbench.data import PAPER_COUNTS, category_name
 from eval.benchmarks.visualtoolbench.scoring import tool_metrics
 from eval.benchmarks.visualtoolbench.tables import ATOMIC, FIGURE_7, MAIN, NO_TOOLS, PAPER, apr, call_flags, settings
@@ -81,11 +81,6 @@ def _code(arguments) -> str:
     return str(arguments.get("code", "")) if isinstance(arguments, dict) else ""
 
 
-def _tables(path: str) -> dict[str, dict]:
-    """The paper's tables by name (every row: the figures show the paper's models, not only the run's)."""
-    return {t["table"]: t for t in json.loads((ROOT / path).read_text(encoding="utf-8"))["tables"]}
-
-
 def figures(records: list[dict], config: dict, folder: Path) -> list[tuple[str, str]]:
     """(title, file name) of each figure drawn into `folder`, for the report to link."""
     return [(title, name) for title, name, _ in drawn(records, folder).values()]
@@ -93,7 +88,7 @@ def figures(records: list[dict], config: dict, folder: Path) -> list[tuple[str, 
 
 def drawn(records: list[dict], folder: Path) -> dict[int, tuple[str, str, Figure]]:
     """The figures the records allow, by the paper's number: (title, file name, the figure)."""
-    tasks = [r for r in records if isinstance(r.get("visualtoolbench"), dict)]
+    tasks = once_per_task([r for r in records if isinstance(r.get("visualtoolbench"), dict)])
     if not tasks:
         return {}
     folder.mkdir(parents=True, exist_ok=True)
@@ -124,36 +119,25 @@ def _figure_3(groups, folder: Path) -> tuple[str, str]:
 
 def _figure_4(groups, folder: Path) -> tuple[str, str]:
     paper = _paper_tool_points()
-    figure = Figure(figsize=(15, 4.5), layout="constrained")
-    for k, (metric, axis) in enumerate(TOOL_METRICS):
-        ax = figure.add_subplot(1, 3, k + 1)
-        for name, group in groups:
-            if name == NO_TOOLS:
-                continue
-            x = tool_metrics([call_flags(r) for r in group])[metric]
-            if x is not None:
-                ax.plot([x], [apr(group)], "o", color="C0")
-                ax.annotate(_label(name), (x, apr(group)), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        for model, point in paper.items():
-            ax.plot([point[metric]], [point["apr"]], "o", color="C1", mfc="none")
-            ax.annotate(f"paper: {model}", (point[metric], point["apr"]), fontsize=6, xytext=(3, -8),
-                        textcoords="offset points", color="C1")
-        ax.set(xlabel=axis, ylabel="APR (%)", title=axis.split(" (")[0])
-    figure.suptitle("Figure 4: APR against tool use (ours filled; the paper's OpenAI and Gemini models hollow, "
-                    "Tables 3 and 8)")
-    figure.savefig(folder / "figure_4_apr_vs_tool_use.png", dpi=100)
-    return ("Figure 4: APR against tool-call proactivity, success rate and volume", "figure_4_apr_vs_tool_use.png",
-            figure)
+    panels = []
+    for metric, axis in TOOL_METRICS:
+        ours = {_label(name): (tool_metrics([call_flags(r) for r in group])[metric], apr(group))
+                for name, group in groups if name != NO_TOOLS}
+        panels.append((axis.split(" (")[0], axis, "APR (%)", ours,
+                       {model: (point[metric], point["apr"]) for model, point in paper.items()}))
+    title = "Figure 4: APR against tool-call proactivity, success rate and volume"
+    figure = charts.scatter(folder / "figure_4_apr_vs_tool_use.png", "Figure 4: APR against tool use (ours filled; "
+                            "the paper's OpenAI and Gemini models hollow, Tables 3 and 8)", panels)
+    return title, "figure_4_apr_vs_tool_use.png", figure
 
 
 def _paper_tool_points() -> dict[str, dict[str, float]]:
     """Figure 4's points from the paper's tables: overall APR (Table 3) and Table 8's single- and multi-turn metrics
     combined by the task counts (proactivity, volume) and by the calls (success rate)."""
-    tables = _tables(PAPER)
-    aprs = {row["model"]: row["values"]["overall"] for row in tables["Table 3"]["rows"]}
+    aprs = {row["model"]: row["values"]["overall"] for row in paper_table(PAPER, "Table 3")["rows"]}
     single, multi = PAPER_COUNTS["turncase"]["single-turn"], PAPER_COUNTS["turncase"]["multi-turn"]
     points = {}
-    for row in tables["Table 8"]["rows"]:
+    for row in paper_table(PAPER, "Table 8")["rows"]:
         if row["model"] not in FIGURE_4_MODELS or row["model"] not in aprs:
             continue
         v = row["values"]
@@ -188,7 +172,7 @@ def _figure_6(groups, folder: Path) -> tuple[str, str]:
     single = {name: [r for r in by_name.get(name, []) if r["visualtoolbench"].get("turncase") != "multi-turn"]
               for name in (MAIN, ATOMIC)}
     ours = {"this run": [apr(single[MAIN]), apr(single[ATOMIC])]}
-    rows = _tables(PAPER)["Table 14"]["rows"]
+    rows = paper_table(PAPER, "Table 14")["rows"]
     paper = {}
     for row in rows:
         paper.setdefault(row["model"], [None, None])[labels.index(row["setup"])] = row["values"]["single_overall"]
@@ -203,7 +187,7 @@ def _figure_7(groups, folder: Path) -> tuple[str, str]:
     # Figure 7's four settings, then any other combination run (the atomic tools are Figure 6's)
     names = [*FIGURE_7, *(name for name in by_name if name not in FIGURE_7 and name != ATOMIC)]
     ours = {"this run": [apr(by_name[name]) if name in by_name else None for name in names]}
-    strong = {row["model"]: row["values"]["overall"] for row in _tables(PAPER)["Table 3"]["rows"]}
+    strong = {row["model"]: row["values"]["overall"] for row in paper_table(PAPER, "Table 3")["rows"]}
     paper = {model: [strong.get(model)] + [None] * (len(names) - 1) for model in FIGURE_7_MODELS}
     title = "Figure 7: APR per ablation setting"
     figure = charts.bars(folder / "figure_7_ablations.png", title, [FIGURE_7.get(n, n) for n in names], ours, paper,

@@ -13,7 +13,7 @@ were (the reference drops such tasks, so its own analysis, `scoring.analyze_resu
 
 from __future__ import annotations
 
-from eval.benchmarks.papers import paper_label, paper_rows, table_lines
+from eval.benchmarks.papers import once_per_task, paper_label, paper_rows, table_lines
 from eval.benchmarks.visualtoolbench.data import DOMAINS, domain_column
 from eval.benchmarks.visualtoolbench.scoring import tool_metrics
 
@@ -30,7 +30,7 @@ ORDER = (*FIGURE_7, ATOMIC)
 
 
 def tables(records: list[dict], config: dict) -> list[str]:
-    tasks = [r for r in records if isinstance(r.get("visualtoolbench"), dict)]
+    tasks = once_per_task([r for r in records if isinstance(r.get("visualtoolbench"), dict)])
     judge = _judge(tasks, config)
     sections = [_by_domain(tasks, config, judge, "Table 3", "APR (%)", _apr), _single_turn(tasks, config, judge),
                 _by_domain(tasks, config, judge, "Table 7", "ARS", _ars),

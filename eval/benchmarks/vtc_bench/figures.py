@@ -14,7 +14,6 @@ are drawn there. The model's chain is every call it made (Table 5's "all calls")
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -22,9 +21,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from eval.benchmarks import figures as charts
-from eval.benchmarks.papers import ROOT
+from eval.benchmarks.papers import paper_table
 from eval.benchmarks.vtc_bench.data import CATEGORIES
-from eval.benchmarks.vtc_bench.tables import (FIGURE9, PAPER, SETTINGS, apr, figure9_values, paper_figure9,
+from eval.benchmarks.vtc_bench.tables import (FIGURE9, PAPER, SETTINGS, apr, figure9_values, one_baseline, paper_figure9,
                                                 prompt_of, setting_of, track_of)
 
 MAX_LENGTH = 10  # the longest ground-truth chain (Table 2); longer model chains share the last bin
@@ -54,7 +53,7 @@ def drawn(records: list[dict], config: dict, folder: Path) -> dict[int, Figure]:
     if any(r.get("gt_chain") for r in tools):
         figures[7], figures[10] = figure7(tools, folder), figure10(tools, folder)
     if any(prompt_of(r) != "strong" for r in records):  # the prompt ablation
-        figures[9] = figure9(records, config, folder)
+        figures[9] = figure9(one_baseline(records), config, folder)
     return figures
 
 
@@ -77,26 +76,14 @@ def _rates(group: list[dict]) -> tuple[float, float, float]:
 def figure5(tools: list[dict], folder: Path) -> Figure:
     ours = {f"this run: {name}": _rates(group) for name, group in _settings(tools).items()}
     paper = {row["model"]: (row["values"]["tcr"], row["values"]["efficiency"], row["values"]["apr"])
-             for row in _paper_table5()}
+             for row in paper_table(PAPER, "Table 5")["rows"]}
     panels = (("Tool Call Rate (%)", 0, "APR (%)", 2), ("Tool Call Efficiency (%)", 1, "APR (%)", 2),
               ("Tool Call Rate (%)", 0, "Tool Call Efficiency (%)", 1))
-    figure = Figure(figsize=(15, 4.5), layout="constrained")
-    for ax, (xlabel, x, ylabel, y) in zip(figure.subplots(1, 3), panels):
-        for points, published in ((ours, False), (paper, True)):
-            for name, values in points.items():
-                ax.plot([values[x]], [values[y]], "o", color="C1" if published else "C0",
-                        mfc="none" if published else None)
-                ax.annotate(f"paper: {name}" if published else name, (values[x], values[y]), fontsize=7,
-                            xytext=(3, 3), textcoords="offset points")
-        ax.set(xlabel=xlabel, ylabel=ylabel, title=f"{ylabel} vs. {xlabel}")
-    figure.suptitle("VTC-Bench Figure 5: tool call rate, efficiency and APR (paper: Table 5, hollow)")
-    figure.savefig(folder / FILES[5][0], dpi=100)
-    return figure
-
-
-def _paper_table5() -> list[dict]:
-    tables = json.loads((ROOT / PAPER).read_text(encoding="utf-8"))["tables"]
-    return next(table["rows"] for table in tables if table["table"] == "Table 5")
+    return charts.scatter(folder / FILES[5][0], "VTC-Bench Figure 5: tool call rate, efficiency and APR (paper: "
+                          "Table 5, hollow)",
+                          [(f"{ylabel} vs. {xlabel}", xlabel, ylabel,
+                            {name: (v[x], v[y]) for name, v in ours.items()},
+                            {name: (v[x], v[y]) for name, v in paper.items()}) for xlabel, x, ylabel, y in panels])
 
 
 def figure6(tools: list[dict], folder: Path) -> Figure:

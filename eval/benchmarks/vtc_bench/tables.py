@@ -7,7 +7,7 @@ prompt is the plain setting name, the others say theirs, e.g. "Inter. (weak prom
 
 from __future__ import annotations
 
-from eval.benchmarks.papers import paper_label, paper_rows, table_lines
+from eval.benchmarks.papers import once_per_task, paper_label, paper_rows, table_lines
 from eval.benchmarks.vtc_bench.data import TIERS
 
 PAPER = "eval/benchmarks/vtc_bench/paper_results.json"
@@ -22,6 +22,7 @@ FIGURE9 = (("Direct", None), ("Weak Prompt", "weak"), ("Strong Prompt", "strong"
 
 
 def sections(records: list[dict], config: dict) -> list[str]:
+    records = one_baseline(records)
     ablation = any(prompt_of(r) != "strong" for r in records)
     return [_table4(records, config), _table5(records, config), *([figure9_table(records, config)] if ablation else [])]
 
@@ -32,6 +33,11 @@ def track_of(record: dict) -> str:
 
 def prompt_of(record: dict) -> str:
     return (record.get("variant") or "interface/strong").partition("/")[2] or "strong"
+
+
+def one_baseline(records: list[dict]) -> list[dict]:
+    """One no-tools record per task and prompt: the Base runs of both tracks with one prompt are the same protocol."""
+    return once_per_task(records, key=lambda record: (record["id"], prompt_of(record)))
 
 
 def setting_of(record: dict) -> str:

@@ -180,3 +180,23 @@ def test_the_figures_put_the_papers_points_for_the_same_model_beside_ours(ablati
     assert [name for _, name in drawn] == ["agentic_mme_level_accuracy.png", "agentic_mme_level_process.png",
                                            "agentic_mme_level_density.png", "agentic_mme_level_overthink.png"]
     assert all((tmp_path / name).stat().st_size > 10_000 for _, name in drawn)
+
+
+def test_runs_of_both_tracks_merged_count_the_no_tool_baseline_once(ablation_runs):
+    root, _ = ablation_runs
+    atm = [r for name in ("full", "image_only") for r in RunDir(root / name).records()]
+    # the same runs made in Gen mode, each with its own no-tool baseline (--tools both): the same tasks again, the
+    # baseline answering right this time
+    gen = [{**r, "variant": r["variant"].replace("atm", "gen", 1), **({"score": 1.0} if r["mode"] == "no_tools" else {})}
+           for r in atm]
+    alone = tables.sections(atm, {"model": "scripted"})
+    merged = tables.sections(atm + gen, {"model": "scripted"})
+
+    def rows(sections, table: str, label: str) -> list[str]:
+        text = next(s for s in sections if s.startswith(f"## Agentic-MME {table}"))
+        return [line for line in text.splitlines() if line.startswith(f"| {label}")]
+
+    (perception,) = rows(merged, "Table 4", "this run: Perception-only")  # once, not once per track
+    assert rows(alone, "Table 4", "this run: Perception-only") == [perception]
+    assert rows(merged, "Table 3", "this run: Base") == rows(alone, "Table 3", "this run: Base")
+    assert len(rows(merged, "Table 4", "this run: Gen Image-only")) == 1

@@ -53,8 +53,10 @@ def test_long_lists_of_rows_are_cut_with_a_count():
                               {"Qwen2.5-VL-7B": [35.5, 20.0]}),
     lambda path: figures.lines(path, "APR per level", ["L1", "L2", "L3"], {"this run": [50.0, None, 10.0]},
                                {"Gemini 3 Pro": [70.1, 52.0, 33.3]}, xlabel="level"),
-    lambda path: figures.scatter(path, "APR vs proactivity", {"this run": (0.5, 20.0)}, {"GPT-5": (0.9, 23.9)},
-                                 xlabel="proactivity", ylabel="APR (%)"),
+    lambda path: figures.scatter(path, "APR against tool use", [
+        ("proactivity", "proactivity", "APR (%)", {"this run": (0.5, 20.0), "no tools": (None, 10.0)},
+         {"GPT-5": (0.9, 23.9)}),
+        ("volume", "calls per task", "APR (%)", {"this run": (2.0, 20.0)}, {"GPT-5": (8.5, 23.9)})]),
 ], ids=["bars", "lines", "scatter"])
 def test_charts_write_a_png_with_labelled_axes_and_the_papers_series(tmp_path: Path, draw):
     figure = draw(tmp_path / "chart.png")
@@ -66,3 +68,4 @@ def test_charts_write_a_png_with_labelled_axes_and_the_papers_series(tmp_path: P
     labels = [t.get_text() for t in legend.get_texts()] if legend else \
         [t.get_text() for t in axes.texts]  # the scatter names its points instead of a legend
     assert any(label.startswith("paper: ") for label in labels) and any(label == "this run" for label in labels)
+    assert "no tools" not in labels  # a point without both coordinates is left out, not drawn at 0

@@ -37,6 +37,16 @@ def test_tir_table3_has_one_cell_per_track_and_prompt():
     assert "| this run: accuracy (%) | - | - | 50.0 |" in table
 
 
+def test_a_report_merging_the_main_run_and_the_study_counts_each_in_its_own_table():
+    main = records(TASKS, "tools", 1.0)
+    study = [{"id": f"rotation_game-0@{cell}", "category": "rotation_game", "mode": "tools", "score": 0.0,
+              "tool_calls": 2, "variant": cell} for cell in ("function/plain", "code/hint")]
+    table3, table2 = tir_tables.sections(main + study, {"model": "reference"})
+    assert f"| items | {len(main)} | 2 | 2 |" in table2  # the study's episodes are not Table 2 items
+    assert "| this run, with tools | 100.0 |" in table2
+    assert "| this run: calls per problem | 2.0 | - | - | - | 2.0 | - |" in table3
+
+
 def test_vtc_table4_and_table5_with_the_papers_rows():
     chain = {"calls": ["opencv_crop", "opencv_rotate", "opencv_crop"], "effective": ["opencv_crop"]}
     ours = (records(CATEGORIES, "no_tools", 0.0) +

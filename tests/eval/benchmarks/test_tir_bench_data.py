@@ -130,6 +130,9 @@ def test_rows_the_official_scorer_cannot_credit_are_skipped_and_disagreeing_choi
     jigsaw = next(k for k, row in enumerate(rows) if row["task"] == "jigsaw")
     rows.append({**rows[jigsaw], "id": "no-grid", "meta_data": {}})
     rows.append({**rows[jigsaw], "id": "short-order", "answer": "1, 2, 3"})
+    side = rows[jigsaw]["meta_data"]["difficulty"]
+    rows.append({**rows[jigsaw], "id": "float-grid", "meta_data": {"difficulty": float(side)}})  # as the scorer reads it
+    rows.append({**rows[jigsaw], "id": "half-grid", "meta_data": {"difficulty": side + 0.5}})
     rotation = next(row for row in rows if row["task"] == "rotation_game")
     rows.append({**rotation, "id": "answer-f", "answer": "F"})  # the prompt lists A-D
     (copy / data.ANNOTATIONS).write_text(json.dumps(rows))
@@ -138,8 +141,9 @@ def test_rows_the_official_scorer_cannot_credit_are_skipped_and_disagreeing_choi
     assert "field 'meta_data': a jigsaw row needs meta_data.difficulty" in reasons["no-grid"]
     assert "must list" in reasons["short-order"] and "piece numbers" in reasons["short-order"]
     assert flagged == ["answer-f (rotation_game): answer 'F' is not among the options its prompt lists (A, B, C, D)"]
-    assert "answer-f" in {t.id for t in tasks}  # kept: the official scorer scores it
-    assert "2 row(s) could not be loaded (no-grid, short-order)" in counts
+    assert "answer-f" in {t.id for t in tasks} and "float-grid" in {t.id for t in tasks}  # the scorer scores them
+    assert "a whole number >= 1" in reasons["half-grid"]
+    assert "3 row(s) could not be loaded (no-grid, short-order, half-grid)" in counts
 
 
 def test_a_full_copy_is_checked_against_table_1_and_differences_name_the_rows(fixture, tmp_path):

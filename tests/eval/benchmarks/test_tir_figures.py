@@ -1,10 +1,10 @@
 """TIR-Bench's figures drawn from records alone: Figure 1 (accuracy per task, the paper's Table 2 row for the model
 hatched beside ours) and Figure 3 (accuracy per study cell, one series per model of a merged report)."""
 
-import json
 
 import numpy as np
 
+from eval.benchmarks.papers import paper_table
 from eval.benchmarks.tir_bench import figures
 from eval.benchmarks.tir_bench.data import PAPER, TASKS
 from eval.benchmarks.tir_bench.function_calling import TRACKS, VARIANTS
@@ -26,7 +26,7 @@ def test_figure1_puts_the_papers_row_for_the_model_beside_ours(tmp_path):
     assert ax.get_ylabel() == "accuracy (%)" and [t.get_text() for t in ax.get_xticklabels()][:4] == [
         "All", "Color", "Pro.", "OCR"]
     assert heights(ax, "Qwen2.5-VL-7B-Instruct, with tools") == [50.0] * 14
-    paper = json.loads(PAPER.read_text())["tables"][0]["rows"]
+    paper = paper_table(PAPER, "Table 2")["rows"]
     qwen = next(row["values"] for row in paper if row["model"] == "Qwen2.5-VL-7B")
     assert heights(ax, "paper: Qwen2.5-VL-7B (without tools)") == [qwen[k] for k in ("all", *TASKS)]
     other = [{**r, "model": "my/model"} for r in records]  # a model the paper does not have: ours only

@@ -95,6 +95,10 @@ def test_one_command_runs_every_cell_of_table_3_and_figure_3_and_resumes(study_d
     rows = (some / "report.md").read_text().split("## TIR-Bench Table 3")[1].splitlines()
     assert "| this run: accuracy (%) | - | - | 50.0 | - | - | 50.0 |" in rows
 
+    for flags in (["--tools", "both"], ["--tasks", "ocr"]):  # Table 3 has no run without tools, nor other tasks
+        assert main([*argv[:-1], str(tmp_path / "refused"), *flags]) == 2
+        assert "Table 3 has no run without tools" in capsys.readouterr().err
+
 
 def test_the_study_runs_both_tracks_on_the_vllm_engine_in_one_run(tiny_engine, study_data, tmp_path, monkeypatch):
     """Each cell's own profile on the real engine: the rotate function in the model's call format, or code in

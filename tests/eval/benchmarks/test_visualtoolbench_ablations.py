@@ -111,7 +111,9 @@ def test_the_figures_have_the_papers_axes(runs, tmp_path):
 @pytest.mark.parametrize("flags,error", [
     (["--prompt_variant", "medium"], "strong, weak"), (["--ablation", "no_search"], ", ".join(ABLATIONS)),
     (["--toolset", "agentic_mme"], "the one tool set it takes is 'visualtoolbench'"),
-    (["--toolset", "visualtoolbench", "--ablation", "no_vision_tools"], "give one of them")])
+    (["--toolset", "visualtoolbench", "--ablation", "no_vision_tools"], "give one of them"),
+    (["--prompt_variant", "weak", "--tools", "none"], "--prompt_variant weak changes the run with tools"),
+    (["--ablation", "no_vision_tools", "--tools", "none"], "--tools none has none")])
 def test_unknown_or_conflicting_settings_are_refused(flags, error, tmp_path):
     fixture = write_fixture(tmp_path / "vtb")
     with pytest.raises(ValueError, match=error):
