@@ -515,7 +515,8 @@ class VisualToolBench(Suite):
     def from_config(cls, config) -> VisualToolBench:
         from runtime.web import web_from_config
 
-        prompt_variant, ablation, atomic = ablation_settings(config.prompt_variant, config.ablation, config.toolset, config.tools)
+        prompt_variant, ablation, atomic = ablation_settings(config.prompt_variant, config.ablation, config.toolset,
+                                                             config.tools)
         critical = config.critical or "weight"  # EvalConfig checked it is one of scoring.CRITICAL_RULES
         tasks, skipped, dataset, counts = data.load(config.data_dir, config.revision, *data.selection(config.tasks))
         print(counts)

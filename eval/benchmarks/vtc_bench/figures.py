@@ -23,8 +23,8 @@ from matplotlib.figure import Figure
 from eval.benchmarks import figures as charts
 from eval.benchmarks.papers import paper_table
 from eval.benchmarks.vtc_bench.data import CATEGORIES
-from eval.benchmarks.vtc_bench.tables import (FIGURE9, PAPER, SETTINGS, apr, figure9_values, one_baseline, paper_figure9,
-                                                prompt_of, setting_of, track_of)
+from eval.benchmarks.vtc_bench.tables import (FIGURE9, PAPER, SETTINGS, apr, figure9_values, one_baseline,
+                                                paper_figure9, prompt_of, setting_of, track_of)
 
 MAX_LENGTH = 10  # the longest ground-truth chain (Table 2); longer model chains share the last bin
 

@@ -187,8 +187,8 @@ def test_runs_of_both_tracks_merged_count_the_no_tool_baseline_once(ablation_run
     atm = [r for name in ("full", "image_only") for r in RunDir(root / name).records()]
     # the same runs made in Gen mode, each with its own no-tool baseline (--tools both): the same tasks again, the
     # baseline answering right this time
-    gen = [{**r, "variant": r["variant"].replace("atm", "gen", 1), **({"score": 1.0} if r["mode"] == "no_tools" else {})}
-           for r in atm]
+    gen = [{**r, "variant": r["variant"].replace("atm", "gen", 1),
+            **({"score": 1.0} if r["mode"] == "no_tools" else {})} for r in atm]
     alone = tables.sections(atm, {"model": "scripted"})
     merged = tables.sections(atm + gen, {"model": "scripted"})
 

@@ -131,7 +131,7 @@ def test_rows_the_official_scorer_cannot_credit_are_skipped_and_disagreeing_choi
     rows.append({**rows[jigsaw], "id": "no-grid", "meta_data": {}})
     rows.append({**rows[jigsaw], "id": "short-order", "answer": "1, 2, 3"})
     side = rows[jigsaw]["meta_data"]["difficulty"]
-    rows.append({**rows[jigsaw], "id": "float-grid", "meta_data": {"difficulty": float(side)}})  # as the scorer reads it
+    rows.append({**rows[jigsaw], "id": "float-grid", "meta_data": {"difficulty": float(side)}})  # the scorer reads 3.0
     rows.append({**rows[jigsaw], "id": "half-grid", "meta_data": {"difficulty": side + 0.5}})
     rotation = next(row for row in rows if row["task"] == "rotation_game")
     rows.append({**rotation, "id": "answer-f", "answer": "F"})  # the prompt lists A-D
