@@ -5,6 +5,7 @@ and 10 drawn from the records."""
 
 import json
 import re
+import shutil
 
 import pytest
 
@@ -29,16 +30,21 @@ def runs(tmp_path_factory):
     return folders
 
 
-def test_a_merged_report_has_one_row_per_prompt_setting_beside_the_papers(runs):
+def test_a_merged_report_has_one_row_per_prompt_setting_beside_the_papers(runs, tmp_path):
     config = json.loads((runs[0] / "config.json").read_text())
     (runs[0] / "config.json").write_text(json.dumps({**config, "model": MODEL}))  # compare with a paper model
-    assert main(["report", *map(str, runs)]) == 0
+    weak = tmp_path / "weak"  # the weak prompt's run, every answer wrong: each setting's numbers stay in its row
+    shutil.copytree(runs[1], weak)
+    wrong = [{**r, "score": 0.0} for r in RunDir(weak).records()]
+    (weak / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in wrong))
+    assert main(["report", str(runs[0]), str(weak), str(runs[2])]) == 0
     text = (runs[0] / "report.md").read_text()
-    for setting in ("Base", "Inter.", "Inter. (weak prompt)", "Inter. (strong + GT chain)"):
+    for setting in ("Base", "Inter.", "Inter. (strong + GT chain)"):
         assert f"| this run: {setting} | 100.0 |" in text  # Table 4: each its own row
-    assert "| this run: Inter. | 100.0 | 0.0 |" in text and "| this run: Inter. (weak prompt) | 100.0 | 0.0 |" in text
+    assert "| this run: Inter. (weak prompt) | 0.0 | -100.0 |" in text  # against the Base run
+    assert "| this run: Inter. | 100.0 | 0.0 |" in text
     assert "## VTC-Bench Figure 9: APR (%) per prompt setting" in text
-    assert "| this run: Inter. | 100.0 | 100.0 | 100.0 | 100.0 |" in text
+    assert "| this run: Inter. | 100.0 | 0.0 | 100.0 | 100.0 |" in text  # Direct, Weak, Strong, Strong + GT
     assert re.search(r"\| paper: Qwen3-VL-Instruct 8B Inter\. \(Table 4\) \(not like for like: [^|]*\) \| 30\.74 \| - "
                      r"\| 28\.68 \| - \|", text)
     assert "every task has its own (9)" in text and "VTC-Bench: a subset, 9 rows of the paper's 680 items" in text
