@@ -16,7 +16,7 @@ from eval.benchmarks.agentic_mme import AgenticMme, guidance_steps, tables
 from eval.benchmarks.agentic_mme import data as amme_data
 from eval.benchmarks.agentic_mme.fixture import TASKS, write_fixture
 from eval.config import EvalConfig
-from eval.run_vllm import evaluate, main, resolve
+from eval.run_vllm import evaluate, main, parse, resolve
 from eval.rundir import RunDir
 from tests.eval.benchmarks.helpers import ScriptedBackend
 
@@ -32,9 +32,13 @@ def cache(tmp_path, monkeypatch):
 
 
 def config(data, **settings) -> EvalConfig:
-    return resolve(EvalConfig(suite="agentic_mme", data_dir=str(data), web_replay=[str(data / "web_replay.jsonl")],
-                              model="scripted", backend="openai", base_url="http://unused", max_active=1,
-                              judge_model="none", **settings))
+    """The run's configuration as the command line gives it (`--ablation image_only ...`)."""
+    argv = ["--suite", "agentic_mme", "--data_dir", str(data), "--web_replay", str(data / "web_replay.jsonl"),
+            "--model", "scripted", "--backend", "openai", "--base_url", "http://unused", "--max_active", "1",
+            "--judge_model", "none"]
+    for name, value in settings.items():
+        argv += [f"--{name}", *(value if isinstance(value, list) else [str(value)])]
+    return resolve(parse(argv))
 
 
 def call(name: str, **arguments) -> str:
