@@ -13,7 +13,7 @@ import pytest
 
 from eval.backends import Completion
 from eval.run_vllm import evaluate, parse, resolve
-from tests.eval.benchmarks.helpers import SharedPools
+from tests.eval.benchmarks.helpers import shared_sandbox_pools
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = ROOT / "eval" / "benchmarks" / "README.md"
@@ -44,11 +44,8 @@ class Answers:
 
 @pytest.fixture(scope="module", autouse=True)
 def pools():
-    shared = SharedPools()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("runtime.sandbox.SandboxPool", shared.pool)
+    with shared_sandbox_pools():
         yield
-    shared.close()
 
 
 @pytest.fixture(scope="module")

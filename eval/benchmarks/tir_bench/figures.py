@@ -16,7 +16,7 @@ from eval.benchmarks import figures as charts
 from eval.benchmarks.papers import paper_rows
 from eval.benchmarks.tir_bench.data import TASKS
 from eval.benchmarks.tir_bench.function_calling import TRACKS, VARIANTS
-from eval.benchmarks.tir_bench.tables import HEADERS, MODE_NAMES, PAPER, cell_records
+from eval.benchmarks.tir_bench.tables import HEADERS, MODE_NAMES, PAPER, accuracy, cell_records
 
 FIGURE1 = ("tir_figure1.png", "Figure 1: accuracy per task")
 FIGURE3 = ("tir_figure3.png", "Figure 3: function calling vs. writing code (rotation game; the paper gives no numbers)")
@@ -46,7 +46,7 @@ def figure1(records: list[dict], config: dict, path: Path):
             group = [r for r in records if r["mode"] == mode and _model(r) == model]
             if group:
                 name = f"{Path(model).name}, {MODE_NAMES[mode]}" if model else MODE_NAMES[mode]
-                ours[name] = [_accuracy(group), *(_accuracy([r for r in group if r["category"] == t]) for t in TASKS)]
+                ours[name] = [accuracy(group), *(accuracy([r for r in group if r["category"] == t]) for t in TASKS)]
     paper = {_paper_name(row): [row["values"].get(k) for k in ("all", *TASKS)]
              for model in _models(records) for row in paper_rows(PAPER, "Table 2", model or config.get("model"))}
     return charts.bars(path, FIGURE1[1], list(HEADERS), ours, paper, ylabel="accuracy (%)")
@@ -57,7 +57,7 @@ def figure3(records: list[dict], path: Path):
     for model in _models(records):
         mine = [r for r in records if _model(r) == model]
         ours[Path(model).name if model else "this run"] = [
-            _accuracy(cell_records(mine, track, variant)) for track in TRACKS for variant in VARIANTS]
+            accuracy(cell_records(mine, track, variant)) for track in TRACKS for variant in VARIANTS]
     return charts.bars(path, "Figure 3: rotation game, function vs. code", CELL_LABELS, ours, None,
                        ylabel="accuracy (%)")
 
@@ -75,7 +75,3 @@ def _model(record: dict) -> str:
 def _models(records: list[dict]) -> list[str]:
     return sorted({_model(r) for r in records})
 
-
-def _accuracy(records: list[dict]) -> float | None:
-    """Every item in the denominator (an unscored one counts as wrong), as calculate_score.py counts."""
-    return 100 * sum(r.get("score") or 0.0 for r in records) / len(records) if records else None

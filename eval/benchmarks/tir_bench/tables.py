@@ -25,8 +25,8 @@ def _table2(records: list[dict], config: dict) -> str:
     for mode in ("tools", "no_tools"):
         group = [r for r in records if r["mode"] == mode]
         if group:
-            by_task = [_accuracy([r for r in group if r["category"] == task]) for task in TASKS]
-            rows.append([f"this run, {MODE_NAMES[mode]}", _accuracy(group), *by_task])
+            by_task = [accuracy([r for r in group if r["category"] == task]) for task in TASKS]
+            rows.append([f"this run, {MODE_NAMES[mode]}", accuracy(group), *by_task])
     without_tools = any(r["mode"] == "no_tools" for r in records)
     for row in paper_rows(PAPER, "Table 2", config.get("model")):
         # the paper's open-source rows ran without tools: the run's no-tools mode is their like
@@ -43,13 +43,13 @@ def _table2(records: list[dict], config: dict) -> str:
 
 def _table3(records: list[dict], config: dict) -> str:
     cells = [(track, variant) for track in TRACKS for variant in VARIANTS]
-    calls, accuracy, items = ["this run: calls per problem"], ["this run: accuracy (%)"], ["items"]
+    calls, accuracies, items = ["this run: calls per problem"], ["this run: accuracy (%)"], ["items"]
     for track, variant in cells:
         group = cell_records(records, track, variant)
         calls.append(mean_calls(group))
-        accuracy.append(_accuracy(group))
+        accuracies.append(accuracy(group))
         items.append(len(group))
-    rows = [calls, accuracy]
+    rows = [calls, accuracies]
     # the paper's rows are proprietary API models: the evaluated model's row where it has one, else all, as context
     own = paper_rows(PAPER, "Table 3", config.get("model"))
     for row in own or paper_table(PAPER, "Table 3")["rows"]:
@@ -77,7 +77,8 @@ def mean_calls(records: list[dict]) -> float | None:
     return round(sum(r.get("tool_calls") or 0 for r in records) / len(records), 2) if records else None
 
 
-def _accuracy(records: list[dict]) -> float | None:
+def accuracy(records: list[dict]) -> float | None:
+    """Every item in the denominator (an unscored one counts as wrong), as calculate_score.py counts."""
     if not records:
         return None
     return round(100 * sum(r.get("score") or 0.0 for r in records) / len(records), 1)

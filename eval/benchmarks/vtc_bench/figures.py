@@ -23,8 +23,8 @@ from matplotlib.figure import Figure
 from eval.benchmarks import figures as charts
 from eval.benchmarks.papers import paper_table
 from eval.benchmarks.vtc_bench.data import CATEGORIES
-from eval.benchmarks.vtc_bench.tables import (FIGURE9, PAPER, SETTINGS, apr, figure9_values, one_baseline,
-                                                paper_figure9, prompt_of, setting_of, track_of)
+from eval.benchmarks.vtc_bench.tables import (FIGURE9, PAPER, SETTINGS, apr, by_setting, figure9_values, one_baseline,
+                                                paper_figure9, prompt_of, track_of)
 
 MAX_LENGTH = 10  # the longest ground-truth chain (Table 2); longer model chains share the last bin
 
@@ -57,13 +57,6 @@ def drawn(records: list[dict], config: dict, folder: Path) -> dict[int, Figure]:
     return figures
 
 
-def _settings(records: list[dict]) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
-    for record in records:
-        groups.setdefault(setting_of(record), []).append(record)
-    return groups
-
-
 def _rates(group: list[dict]) -> tuple[float, float, float]:
     """TCR, Eff. and APR (%) of a setting's records, as Table 5 computes them."""
     chains = [r.get("chain") or {"calls": [], "effective": []} for r in group]
@@ -74,7 +67,7 @@ def _rates(group: list[dict]) -> tuple[float, float, float]:
 
 
 def figure5(tools: list[dict], folder: Path) -> Figure:
-    ours = {f"this run: {name}": _rates(group) for name, group in _settings(tools).items()}
+    ours = {f"this run: {name}": _rates(group) for name, group in by_setting(tools).items()}
     paper = {row["model"]: (row["values"]["tcr"], row["values"]["efficiency"], row["values"]["apr"])
              for row in paper_table(PAPER, "Table 5")["rows"]}
     panels = (("Tool Call Rate (%)", 0, "APR (%)", 2), ("Tool Call Efficiency (%)", 1, "APR (%)", 2),
@@ -89,7 +82,7 @@ def figure5(tools: list[dict], folder: Path) -> Figure:
 def figure6(tools: list[dict], folder: Path) -> Figure:
     """Horizontal bars, most used tool first: the share of each setting's calls."""
     counts = {name: Counter(call for r in group for call in (r.get("chain") or {}).get("calls", []))
-              for name, group in _settings(tools).items()}
+              for name, group in by_setting(tools).items()}
     names = sorted({tool for c in counts.values() for tool in c}, key=lambda t: -sum(c[t] for c in counts.values()))
     figure = Figure(figsize=(8, 1.5 + 0.3 * len(names) * max(1, len(counts) / 2)), layout="constrained")
     ax = figure.add_subplot()
@@ -120,7 +113,7 @@ def figure7(tools: list[dict], folder: Path) -> Figure:
         density, accuracy = axes[0][column], axes[0][column].twinx()
         items = {r["id"]: min(_gt(r)[index], MAX_LENGTH) for r in with_gt}  # the same items in every setting
         density.bar(bins, [sum(v == b for v in items.values()) for b in bins], 0.6, color="0.8", label="items")
-        for k, (name, group) in enumerate(_settings(with_gt).items()):
+        for k, (name, group) in enumerate(by_setting(with_gt).items()):
             at = {b: [r for r in group if min(_gt(r)[index], MAX_LENGTH) == b] for b in bins}
             accuracy.plot(bins, [apr(at[b]) if at[b] else np.nan for b in bins], "o-", color=f"C{k}",
                           label=f"{name}: APR")
@@ -132,7 +125,7 @@ def figure7(tools: list[dict], folder: Path) -> Figure:
         share = axes[1][column]
         share.plot(bins, _shares([_gt(r)[index] for r in with_gt], bins), "s--", color="k", mfc="none",
                    label="ground truth")
-        for k, (name, group) in enumerate(_settings(with_gt).items()):
+        for k, (name, group) in enumerate(by_setting(with_gt).items()):
             model = [_model(r)[index] for r in group]
             share.plot([0, *bins], _shares(model, [0, *bins]), "o-", color=f"C{k}", label=f"{name}: model")
         share.set(xlabel=what, ylabel="share of items (%)", title=f"(b) ground truth vs. model by {what}",
@@ -160,7 +153,7 @@ def figure10(tools: list[dict], folder: Path) -> Figure:
     bins = list(range(0, MAX_LENGTH + 1))
     for ax, category in zip(figure.subplots(3, 3).flat, CATEGORIES):
         group = [r for r in with_gt if r["category"] == category]
-        settings = _settings(group)
+        settings = by_setting(group)
         width = 0.8 / (1 + len(settings))
         ground_truth = {r["id"]: _gt(r)[0] for r in group}
         ax.bar(np.array(bins) - 0.4 + width / 2, _shares(list(ground_truth.values()), bins), width, fill=False,

@@ -45,6 +45,13 @@ def setting_of(record: dict) -> str:
     return name + PROMPTS.get(prompt_of(record), f" ({prompt_of(record)})")
 
 
+def by_setting(records: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for record in records:
+        groups.setdefault(setting_of(record), []).append(record)
+    return groups
+
+
 def _base_of(setting: str, groups: dict) -> list[dict]:
     """The Base records a setting's Delta is taken against: Base with the same prompt, else the default's."""
     suffix = setting[setting.index(" ("):] if " (" in setting else ""
@@ -52,9 +59,7 @@ def _base_of(setting: str, groups: dict) -> list[dict]:
 
 
 def _table4(records: list[dict], config: dict) -> str:
-    groups: dict[str, list[dict]] = {}
-    for record in records:
-        groups.setdefault(setting_of(record), []).append(record)
+    groups = by_setting(records)
     rows = []
     for setting, group in sorted(groups.items(), key=lambda item: (not item[0].startswith("Base"), item[0])):
         overall, base = apr(group), apr(_base_of(setting, groups))

@@ -3,13 +3,10 @@ suite's tool box would otherwise start a pool, and its zygote's preload takes se
 
 import pytest
 
-from tests.eval.benchmarks.helpers import SharedPools
+from tests.eval.benchmarks import helpers
 
 
 @pytest.fixture(scope="module", autouse=True)
 def shared_sandbox_pools():
-    shared = SharedPools()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("runtime.sandbox.SandboxPool", shared.pool)
+    with helpers.shared_sandbox_pools():
         yield
-    shared.close()

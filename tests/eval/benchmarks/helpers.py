@@ -1,4 +1,8 @@
-"""A judge backend for tests: it answers requests in order from a script."""
+"""What the benchmark suites' tests share: a backend that answers from a script, and shared sandbox pools."""
+
+from contextlib import contextmanager
+
+import pytest
 
 from eval.backends import Completion
 
@@ -31,10 +35,20 @@ class ScriptedBackend:
         pass
 
 
+@contextmanager
+def shared_sandbox_pools():
+    """While open, every `runtime.sandbox.SandboxPool` a suite starts is one of these shared pools (SharedPools);
+    they end when it closes. A module-scoped fixture wraps it."""
+    shared = SharedPools()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("runtime.sandbox.SandboxPool", shared.pool)
+        yield
+    shared.close()
+
+
 class SharedPools:
     """Sandbox pools shared by every suite a test module starts (one per configuration): a pool's zygote takes
-    seconds to preload its libraries, and tests that only build first prompts need one of each, not one per test.
-    Install with `monkeypatch.setattr("runtime.sandbox.SandboxPool", pools.pool)`; `close()` ends them."""
+    seconds to preload its libraries, and tests that only build first prompts need one of each, not one per test."""
 
     def __init__(self):
         self.pools = {}
