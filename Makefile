@@ -28,8 +28,9 @@ bench: install
 	$(PY) data_gen/bench.py --pilot
 	$(PY) eval/bench.py
 
-security: install  # reruns the hostile-code suite; its table is the one in docs/security.md
+security: install  # reruns the hostile-code suite and the layer mutants; their tables are in docs/security.md
 	$(PY) -m runtime.sandbox.hostile --markdown
+	$(PY) -m runtime.sandbox.layer_mutants
 
 tool-table: install
 	$(PY) -m tools list --markdown --update README.md

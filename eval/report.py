@@ -96,6 +96,9 @@ def _stats(records: list[dict], mode: str) -> dict:
         "format_failures": sum(r.get("stop_reason") == "no_answer" for r in records),
         # web tool calls the run's web backend could not answer (offline, or not in the replay)
         "web_unavailable": sum(unavailable_calls((r.get("trajectory") or {}).get("messages") or []) for r in records),
+        # tool images not shown to the model: over a budget, malformed, or too slow to decode in the sandbox
+        "images_refused": sum(len(((r.get("trajectory") or {}).get("meta") or {}).get("refused_images") or [])
+                              for r in records),
         **process,
         "turns_mean": sum(k * v for k, v in turns.items()) / n,
         "turns_distribution": {str(k): turns[k] for k in sorted(turns)},  # string keys: as JSON reads them back
@@ -159,10 +162,11 @@ def _markdown(summary: dict, records: list[dict], config: dict, figures: list[tu
                       _num(o["calls_per_episode"]), _num(o["chain_length_mae"]), _pct(o["tool_efficiency"]),
                       _num(o["overthink"])] for m, o in overall.items()])
     lines += ["", "## Cost and failures", ""]
-    lines += _table(["mode", "turns/episode", "errors", "format failures", "web calls unavailable", "unscored",
-                     "mean latency (s)", "prompt tokens", "completion tokens"],
-                    [[m, _num(o["turns_mean"]), o["errors"], o["format_failures"], o["web_unavailable"], o["unscored"],
-                      _num(o["latency_s_mean"]), o["prompt_tokens"], o["completion_tokens"]]
+    lines += _table(["mode", "turns/episode", "errors", "format failures", "web calls unavailable", "images refused",
+                     "unscored", "mean latency (s)", "prompt tokens", "completion tokens"],
+                    [[m, _num(o["turns_mean"]), o["errors"], o["format_failures"], o["web_unavailable"],
+                      o["images_refused"], o["unscored"], _num(o["latency_s_mean"]), o["prompt_tokens"],
+                      o["completion_tokens"]]
                      for m, o in overall.items()])
     lines += ["", "## Accuracy per category", ""]
     header = ["category", *(f"{column} ({mode})" for mode in modes for column in ("accuracy", "n"))]

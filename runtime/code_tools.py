@@ -229,11 +229,17 @@ def vtb_result(result, interpreter: bool = False) -> dict:
     transformed_image_N.png files in the save folder, for python_image_processing). A cell that did not finish
     (timeout, crash) has no result line: its output and error stand in, and it failed."""
     line = next((line for line in reversed(result.stdout.split("\n")) if line.startswith(VTB_MARK)), None)
-    if line is not None:
+    if line is not None:  # the code can print a line of its own that starts with the mark: it is only data
         try:
-            return json.loads(line[len(VTB_MARK):])
-        except ValueError:
-            pass
+            found = json.loads(line[len(VTB_MARK):])
+        except (ValueError, RecursionError):
+            found = None
+        fields = ("stdout", "stderr") if interpreter else ("ok", "stdout", "stderr")
+        new = None if interpreter or not isinstance(found, dict) else found.get("new")
+        if (isinstance(found, dict) and set(found) == {*fields, *(() if interpreter else ("new",))}
+                and all(isinstance(found[name], str) for name in fields)
+                and (interpreter or (isinstance(new, list) and all(isinstance(p, str) for p in new)))):
+            return found
     stderr = "\n".join(t.rstrip("\n") for t in (result.stderr, result.error) if t and t.strip())
     if interpreter:
         return {"stdout": result.stdout, "stderr": stderr}

@@ -31,6 +31,7 @@ from runtime.protocols import Call, Observation, Prompt, Protocol, final_text
 from runtime.protocols.base import Finish, capped, neutralised
 from runtime.trajectory import Trajectory, image, text, tool_call
 from tools.images import DEFAULT_MAX_PIXELS, to_array
+from tools.registry import ToolError
 
 
 class State(str, Enum):
@@ -56,6 +57,10 @@ class EpisodeError(RuntimeError):
     pass
 
 
+class ImageBudgetError(ToolError):
+    """A tool's image that would take the episode past its budget of image memory (Budgets.max_image_mb)."""
+
+
 @dataclass
 class PendingCall:
     id: str
@@ -78,6 +83,7 @@ class Episode:
     resources: dict = field(default_factory=dict)  # per-episode tool state (sandbox session, ...), see close()
     harness_state: dict = field(default_factory=dict)  # the profile's harness keeps its counters here
     _scratch: Path | None = None
+    _tool_image_bytes: int = 0
     _tools_shown: bool = True
     _offered_turn: int = -1
     _out_of_calls: bool = False
@@ -219,12 +225,31 @@ class Episode:
         if self.stop_reason not in (Stop.ANSWER, Stop.FINAL_MESSAGE):
             raise EpisodeError(f"a follow-up needs an answered episode; this one stopped on {self.stop_reason.value}")
         self.trajectory.meta.setdefault("answers", []).append(self.answer)
-        indices = [self.add_image(picture) for picture in images]
+        indices = [self.trajectory.add_image(to_array(picture, self.max_pixels)) for picture in images]
         self.trajectory.add("user", *[image(i) for i in indices], neutralised(question, tags=False))
         self.state, self.stop_reason, self.answer = State.GENERATING, None, None
 
     def add_image(self, picture) -> int:
-        return self.trajectory.add_image(to_array(picture, self.max_pixels))
+        """A tool's image into the workspace: within max_pixels, and within the memory the episode's tool images
+        may take (ImageBudgetError past it)."""
+        array = to_array(picture, self.max_pixels)
+        if array.nbytes > self.image_bytes_left:
+            raise ImageBudgetError(f"its {array.nbytes / 2**20:.1f} MB of pixels are over the "
+                                   f"{self.image_bytes_left / 2**20:.1f} MB of images this episode may still hold "
+                                   f"(at most {self.budgets.max_image_mb} MB in all)")
+        self._tool_image_bytes += array.nbytes
+        return self.trajectory.add_image(array)
+
+    @property
+    def image_bytes_left(self) -> int:
+        """Bytes of decoded pixels the tools' images may still add (Budgets.max_image_mb in all)."""
+        return max(0, (self.budgets.max_image_mb << 20) - self._tool_image_bytes)
+
+    def refuse_image(self, name: str, reason: str) -> str:
+        """Record a tool's image that was not shown (counted in the run's report); returns the note for the model."""
+        note = f"Not shown: {name} ({reason})"
+        self.trajectory.meta.setdefault("refused_images", []).append(note)
+        return note
 
     @property
     def images_left(self) -> int:

@@ -147,9 +147,10 @@ class Budgets:
     max_tool_calls: int = 20  # VisualToolBench's cap
     max_images: int = 32  # workspace images, inputs included
     max_context_tokens: int | None = None  # prompt + reply tokens, as the backend reports them
+    max_image_mb: int = 256  # the decoded pixels of the tools' images an episode holds in memory
 
     def __post_init__(self):
-        for name in ("max_turns", "max_tool_calls", "max_images"):
+        for name in ("max_turns", "max_tool_calls", "max_images", "max_image_mb"):
             if getattr(self, name) < 1:
                 raise ValueError(f"budget {name} must be at least 1, got {getattr(self, name)}")
 

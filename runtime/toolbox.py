@@ -24,6 +24,7 @@ from runtime.code_tools import CodeContext, CodeTool, Saved, get_code_tool
 from runtime.episode import Episode
 from runtime.profiles import Budgets, ModelProfile
 from runtime.protocols import Observation, Protocol
+from runtime.sandbox.pool import ImageRefused
 from tools.executor import Executor
 from tools.images import DEFAULT_MAX_PIXELS, to_array
 from tools.registry import ToolError
@@ -180,10 +181,11 @@ class ToolBox:
                 if episode.images_left == 0:
                     notes.append(f"Not shown: {path.name} (the episode's image budget is spent)")
                     continue
-                try:  # read the sandbox's own copy, never the file the code can still change
-                    saved.append(Saved(path, episode.add_image(to_array(copy, self.max_pixels))))
-                except Exception as err:  # noqa: BLE001 - an unreadable output file is reported, not fatal
-                    notes.append(f"Could not read {path.name}: {err}")
+                try:  # the sandbox's own copy, decoded in the sandbox: never the file the code can still change
+                    pixels = session.decode(copy, max_pixels=episode.max_pixels, max_bytes=episode.image_bytes_left)
+                    saved.append(Saved(path, episode.add_image(pixels)))
+                except (ImageRefused, ToolError) as err:
+                    notes.append(episode.refuse_image(path.name, str(err)))
             text = "\n".join([tool.describe(result, saved), *notes]).strip("\n")
             observations[pending.id] = Observation(text, tuple(s.index for s in saved), error=not result.ok)
         return episode, observations

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import warnings
 from pathlib import Path
@@ -49,7 +50,7 @@ def to_array(image, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
         pil = open_image(image, max_pixels)
         if _is_16bit_color_png(pil):  # PIL would keep only the high byte of each sample
             pil.close()
-            return _from_numpy(_read_16bit_png(image), None)
+            return _from_numpy(_decode_16bit_png(image, f"image {image}"), None)
         return _from_pil(pil)
     if type(image).__module__.startswith("torch"):
         return _from_numpy(_tensor_to_hwc(image), max_pixels)
@@ -63,15 +64,33 @@ def open_image(path, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
     path = Path(path)
     if not path.is_file():
         raise ToolError(f"image file not found: {path}")
+    return _open(path, f"image {path}", max_pixels)
+
+
+def open_image_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+    """`open_image` for a file's bytes."""
+    return _open(io.BytesIO(data), "the image data", max_pixels)
+
+
+def decode_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """An image file's bytes as `to_array` reads the file."""
+    pil = open_image_bytes(data, max_pixels)
+    if _is_16bit_color_png(pil):
+        pil.close()
+        return _from_numpy(_decode_16bit_png(np.frombuffer(data, np.uint8), "the image data"), None)
+    return _from_pil(pil)
+
+
+def _open(source, name: str, max_pixels: int) -> Image.Image:
     with warnings.catch_warnings():
         # Our own limit replaces PIL's warning; PIL's hard error (at 2x its limit) is reworded below.
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
         try:
-            pil = Image.open(path)
+            pil = Image.open(source)
         except Image.DecompressionBombError as err:
-            raise ImageTooLargeError(f"{path}: {err}") from None
-        except OSError as err:
-            raise ToolError(f"cannot read image {path}: {err}") from None
+            raise ImageTooLargeError(f"{name}: {err}") from None
+        except OSError as err:  # PIL names a buffer by its repr: of no use to a reader
+            raise ToolError(f"cannot read {name}: {str(err).replace(f' {source!r}', '')}") from None
         try:
             check_pixels(pil.width, pil.height, max_pixels)
         except ImageTooLargeError:
@@ -84,12 +103,16 @@ def _is_16bit_color_png(pil: Image.Image) -> bool:
     return pil.format == "PNG" and pil.mode in ("RGB", "RGBA") and any(";16" in str(tile.args) for tile in pil.tile)
 
 
-def _read_16bit_png(path) -> np.ndarray:
+def _decode_16bit_png(source, name) -> np.ndarray:
+    """A 16-bit colour PNG (a path, or its bytes as a uint8 array) through OpenCV, which keeps both bytes."""
     import cv2
 
-    bgr = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if isinstance(source, np.ndarray):
+        bgr = cv2.imdecode(source, cv2.IMREAD_UNCHANGED)
+    else:
+        bgr = cv2.imread(str(source), cv2.IMREAD_UNCHANGED)
     if bgr is None:
-        raise ToolError(f"cannot read image {path}: the 16-bit PNG data is corrupt or truncated")
+        raise ToolError(f"cannot read {name}: the 16-bit PNG data is corrupt or truncated")
     return cv2.cvtColor(bgr, cv2.COLOR_BGRA2RGBA if bgr.shape[2] == 4 else cv2.COLOR_BGR2RGB)
 
 
@@ -135,10 +158,16 @@ def _to_uint8(array: np.ndarray) -> np.ndarray:
 
 
 def _over_white(array: np.ndarray) -> np.ndarray:
-    color, alpha = array[..., :-1].astype(np.uint32), array[..., -1:].astype(np.uint32)
-    out = (color * alpha + 255 * (255 - alpha) + 127) // 255
-    out = out.astype(np.uint8)
+    """Each colour over white by its alpha, round((color * alpha + 255 * (255 - alpha)) / 255), read from a
+    table of all 65,536 (alpha, color) pairs: 7x faster than the arithmetic on a large image."""
+    index = (array[..., -1:].astype(np.uint16) << 8) | array[..., :-1]
+    out = _OVER_WHITE[index]
     return out[..., 0] if out.shape[2] == 1 else out
+
+
+_LEVELS = np.arange(256, dtype=np.uint32)
+_OVER_WHITE = ((_LEVELS[None, :] * _LEVELS[:, None] + 255 * (255 - _LEVELS[:, None]) + 127) // 255).astype(
+    np.uint8).ravel()  # [alpha << 8 | color]
 
 
 def _tensor_to_hwc(tensor) -> np.ndarray:

@@ -14,13 +14,15 @@ itself down (`isolation.py`): rlimits, all fds closed but its channel, capabilit
 seccomp filter (no sockets, fork, exec, ptrace, mount, bpf, ...). The parent (`pool.py`) talks to each
 worker in size-capped JSON frames, enforces a soft then hard per-cell timeout, freezes the worker
 between cells (and ends it when a cell leaves threads running), gives each session's work dir a tmpfs of
-its disk quota (as root), collects images itself without following symlinks, and refuses to start (fail
+its disk quota (as root), collects images itself without following symlinks, has the worker decode them
+(`decode.py`: the parent receives only pixels within its budgets), and refuses to start (fail
 closed, `SandboxUnavailable`) when a required layer is missing, naming it and the opt-out.
 `python -m runtime.sandbox.hostile` runs the hostile-code suite; `python -m runtime.sandbox.bench` times it.
 """
 
 from runtime.sandbox.pool import (
     CellResult,
+    ImageRefused,
     IsolationReport,
     Layer,
     SandboxConfig,
@@ -30,5 +32,5 @@ from runtime.sandbox.pool import (
     SandboxUnavailable,
 )
 
-__all__ = ["CellResult", "IsolationReport", "Layer", "SandboxConfig", "SandboxError", "SandboxPool",
+__all__ = ["CellResult", "ImageRefused", "IsolationReport", "Layer", "SandboxConfig", "SandboxError", "SandboxPool",
            "SandboxSession", "SandboxUnavailable"]

@@ -125,8 +125,11 @@ def run(quick: bool = False) -> dict:
 
 def _crop_save(session, png: bytes, runs: int) -> dict:
     """The crop + save cell in the sandbox, interleaved with the same code exec'd in this process with no
-    sandbox (the baseline), so that both see the same machine load."""
+    sandbox (the baseline), so that both see the same machine load; then the collected crop decoded by the
+    worker (as the toolbox reads it) against `to_array` on it in this process."""
     import tempfile
+
+    from tools.images import to_array
     with tempfile.TemporaryDirectory() as scratch:
         inputs, outputs = Path(scratch, "inputs"), Path(scratch, "outputs")
         inputs.mkdir()
@@ -135,7 +138,7 @@ def _crop_save(session, png: bytes, runs: int) -> dict:
         local = CROP_SAVE.replace("os.path.join(os.environ['INPUTS_DIR'], 'image.png')",
                                   repr(str(inputs / "image.png")))
         local = local.replace("f'outputs/", f"f'{outputs}/")
-        sandboxed, baseline = [], []
+        sandboxed, baseline, decoded, read_here = [], [], [], []
         for n in range(runs + 2):  # the first two warm up PIL's PNG plugin and zlib on both sides
             t = time.perf_counter()
             result = session.run(f"n = {n}\n" + CROP_SAVE)
@@ -144,12 +147,22 @@ def _crop_save(session, png: bytes, runs: int) -> dict:
                 raise RuntimeError(f"crop + save failed: {result}")
             t = time.perf_counter()
             exec(local, {"n": n})
+            local_s = time.perf_counter() - t
+            t = time.perf_counter()
+            session.decode(result.images[0], max_pixels=1 << 26, max_bytes=1 << 30)
+            decode_s = time.perf_counter() - t
+            t = time.perf_counter()
+            to_array(result.images[0])
             if n >= 2:
                 sandboxed.append(elapsed)
-                baseline.append(time.perf_counter() - t)
+                baseline.append(local_s)
+                decoded.append(decode_s)
+                read_here.append(time.perf_counter() - t)
     overhead = statistics.median(a - b for a, b in zip(sandboxed, baseline)) * 1e3
     return {"crop_save": _percentiles(sandboxed), "crop_save_in_process": _percentiles(baseline),
-            "crop_save_overhead_ms": overhead}
+            "crop_save_overhead_ms": overhead, "decode": _percentiles(decoded),
+            "decode_in_process": _percentiles(read_here),
+            "decode_overhead_ms": statistics.median(a - b for a, b in zip(decoded, read_here)) * 1e3}
 
 
 def _episode(pool: SandboxPool, png: bytes, index: int) -> tuple[bool, float, str]:
@@ -206,6 +219,9 @@ def format_report(r: dict) -> str:
         f"crop + save of a 1024x1024 PNG (inputs -> crop 512x512 -> outputs, collected): {pct(crop)}",
         f"  the same code in this process, no sandbox, interleaved: {pct(r['crop_save_in_process'])}; "
         f"sandbox overhead p50 {r['crop_save_overhead_ms']:.1f} ms (median of the paired differences)",
+        f"the collected 512x512 crop decoded by the worker (session.decode): {pct(r['decode'])}",
+        f"  to_array on it in this process, interleaved: {pct(r['decode_in_process'])}; "
+        f"overhead p50 {r['decode_overhead_ms']:.1f} ms (median of the paired differences)",
         "worker memory not shared with the zygote after these cells: "
         + (f"{private:.0f} MB" if private is not None else "unknown (no /proc/<pid>/smaps_rollup)"),
         f"{conc['episodes']} concurrent episodes on {m['cores']} cores (open, 4 cells incl. crop + save, close): "

@@ -4,6 +4,11 @@ work dir is unchanged, the listeners got nothing, the zygote is the same live pr
 their aliases are intact, no SysV IPC object appeared, the work dir is within its quota). After every
 program a new session must run `print(1+1)` and get 2: the pool recovers.
 
+The last programs aim at the evaluation process instead: images crafted to cost their decoder, garbage on
+the worker's channel, spying on another session, extended attributes outside the quota. Their checks
+measure what the parent spends (CPU, wall clock, resident memory) and fail past the parent-side budgets
+in docs/security.md.
+
     python -m runtime.sandbox.hostile              # run it: one line per attack, then the isolation report
     python -m runtime.sandbox.hostile --markdown   # the table in docs/security.md (deterministic, no timings)
 
@@ -22,15 +27,24 @@ import stat
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 from typing import Callable
 
-from runtime.sandbox import isolation
+from runtime.sandbox import image_bombs, isolation
 from runtime.sandbox.pool import CellResult, SandboxConfig, SandboxPool, SandboxSession, _usage
 
 SECRET_ENV = "TIRLAB_HOSTILE_SECRET"
+# What the evaluation spends on a session's outputs, at most. The pixel cap is tools.images.DEFAULT_MAX_PIXELS
+# (not imported: importing tools pulls in torch, 1.5 s and hundreds of MB in this process); the images a code tool
+# shows the model may hold EPISODE_IMAGE_BYTES of pixels per episode (runtime.toolbox's default budget).
+MAX_PIXELS = image_bombs.CAP_SIDE ** 2
+EPISODE_IMAGE_BYTES = 256 << 20
+DECODE_LIMIT_S = 2.0  # one image, parent CPU and the decode call's wall clock (decode_timeout_s, 2 s by default)
+# more wall clock for an image the worker overruns: the parent ends it and waits (up to 1 s) for its reaping
+DECODE_KILL_S = 1.5
+CPU_FLOOR_S = 0.05  # a cell's parent CPU may exceed twice an idle cell's by this much (scheduler noise)
 ROOT = Path(__file__).resolve().parents[2]
 PNG_8x8 = bytes.fromhex(  # an 8x8 black RGB PNG
     "89504e470d0a1a0a0000000d49484452000000080000000808020000004b6d29dc0000000c4944415478da6360181e000000c8"
@@ -77,6 +91,7 @@ class Outcome:
     outcome: str
     contained: bool
     seconds: float
+    measured: dict = field(default_factory=dict)  # the parent's costs, where the check measures them
 
 
 class Suite:
@@ -104,6 +119,9 @@ class Suite:
         self.other_pid = 0
         self.other_secret = f"other-session-secret-{os.urandom(8).hex()}"
         self.sysv = _sysv_objects()
+        self.cell_cpu = self.cell_wall = 0.0  # the parent's CPU and wall clock during the attack's run()
+        self.measured: dict = {}  # what the current attack's check measured, for its Outcome
+        self._idle: tuple[float, float] | None = None
 
     def values(self, session: SandboxSession) -> dict:
         table = isolation.syscall_table() or {}
@@ -124,6 +142,16 @@ class Suite:
         (self.other.work_dir / "secret.txt").write_text(self.other_secret)
         result = self.other.run("import os\nkept = 7\nprint(os.getpid())")
         self.other_pid = int(result.stdout)
+
+    def idle(self) -> tuple[float, float]:
+        """(parent CPU, wall clock) of a cell that only sleeps 1 s, measured once per suite run: the baseline
+        for the channel attacks (the parent's cost of waiting for a cell)."""
+        if self._idle is None:
+            with self.pool.session() as session:
+                cpu, wall = _cpu_s(), time.perf_counter()
+                session.run("import time\ntime.sleep(1.0)")
+                self._idle = (_cpu_s() - cpu, time.perf_counter() - wall)
+        return self._idle
 
     def invariants(self) -> None:
         """What no attack may change, checked after every one of them."""
@@ -153,6 +181,17 @@ class Suite:
             s.close()
         if self.other:
             self.other.close()
+
+
+def _cpu_s() -> float:
+    """This process's CPU time so far, user and system, all threads (in ns steps; os.times counts 10 ms ticks)."""
+    return time.process_time()
+
+
+def _rss() -> int:
+    """This process's resident memory now, in bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _sysv_objects() -> list[str]:
@@ -530,6 +569,210 @@ def check_sigsys(suite, session, result):
     return "killed by SIGSYS (the filter accepts only the native ABI); the next cell gets a fresh process"
 
 
+# --- outputs that would hurt the parent -------------------------------------------------------------------
+def _place(**files: Callable[[], bytes]) -> Callable:
+    """A `prepare` that puts crafted files (name -> maker) in the work dir, for the code to copy into outputs."""
+    def prepare(suite, session):
+        for name, make in files.items():
+            path = session.work_dir / name
+            path.write_bytes(make())
+            path.chmod(0o444)
+    return prepare
+
+
+# An image that decodes if its worker finishes within decode_timeout_s and is refused at the deadline otherwise:
+# which one depends on the machine (an RGBA image at the cap takes ~12 s here, most of it compositing the alpha)
+DEADLINE = "longer than"
+
+
+def _image_check(expected: dict[str, str | None]) -> Callable:
+    """A check that decodes every collected image as the toolbox does (session.decode, within what a 256 MB
+    per-episode budget has left) and requires: each one decoded or refused as `expected` (None: decoded; text:
+    refused with ImageRefused saying that; DEADLINE: either), no image costing the parent more than DECODE_LIMIT_S
+    of CPU or of wall clock (DECODE_KILL_S more for one the worker overran), the parent's memory growing by no more
+    than the episode's budget, and the session running a cell afterwards."""
+    def check(suite, session, result):
+        from runtime.sandbox import pool as pool_module
+
+        decode, refused_type = getattr(session, "decode", None), getattr(pool_module, "ImageRefused", None)
+        if decode is None or refused_type is None:
+            raise Breach("there is no SandboxSession.decode: the caller would decode these images in its own process")
+        if list(result.image_names) != list(expected):
+            raise Breach(f"collected {list(result.image_names)}, not {list(expected)}: {result.error!r}")
+        left, held, notes = EPISODE_IMAGE_BYTES, [], []
+        base = _rss()
+        slowest = cpu_most = growth = 0.0
+        for copy, name in zip(result.images, result.image_names):
+            cpu, wall = _cpu_s(), time.perf_counter()
+            try:
+                pixels = decode(copy, max_pixels=MAX_PIXELS, max_bytes=left)
+                reason = None
+            except refused_type as err:
+                reason = str(err)
+            except Exception as err:  # noqa: BLE001 - anything else reaches the caller: a failure of its own
+                raise Breach(f"{name}: decode raised {type(err).__name__}: {err}") from None
+            wall, cpu = time.perf_counter() - wall, _cpu_s() - cpu
+            slowest, cpu_most = max(slowest, wall), max(cpu_most, cpu)
+            if cpu > DECODE_LIMIT_S or wall > DECODE_LIMIT_S + (DECODE_KILL_S if reason else 0):
+                raise Breach(f"{name} cost the parent {wall:.2f} s ({cpu:.2f} s CPU)")
+            if reason is None:
+                if (pixels.dtype != "uint8" or pixels.ndim not in (2, 3) or pixels.nbytes > left
+                        or pixels.shape[0] * pixels.shape[1] > MAX_PIXELS):
+                    raise Breach(f"{name}: decode returned {pixels.dtype} {pixels.shape} with {left} bytes left")
+                left -= pixels.nbytes
+                held.append(pixels)  # the episode keeps what the model is shown
+                shape = "x".join(str(n) for n in pixels.shape)
+                notes.append(f"{name} decoded ({shape}, {pixels.nbytes / 2**20:.0f} MB)")
+            else:
+                want = expected[name]
+                if want is None or want not in reason:
+                    raise Breach(f"{name} was refused ({reason!r}), expected " + (
+                        "it decoded" if want is None else f"a refusal naming {want!r}"))
+                notes.append(f"{name} refused ({reason.rstrip('.')})")
+            if expected[name] not in (None, DEADLINE) and reason is None:
+                raise Breach(f"{name} was decoded; expected a refusal naming {expected[name]!r}")
+            if expected[name] == DEADLINE:  # the same words either way, for a table that does not depend on speed
+                suite.measured[name] = notes[-1]
+                notes[-1] = (f"{name} decoded if the worker finishes within decode_timeout_s, refused at it "
+                             "otherwise (the worker is ended)")
+            growth = max(growth, (_rss() - base) / 2**20)
+            if growth > EPISODE_IMAGE_BYTES >> 20:
+                raise Breach(f"the parent's memory grew by {growth:.0f} MB, past the episode's "
+                             f"{EPISODE_IMAGE_BYTES >> 20} MB of images")
+        del held
+        after = session.run("print(1+1)")
+        if after.stdout != "2\n":
+            raise Breach(f"the session did not run a cell after its images were decoded: {after}")
+        suite.measured.update(slowest_image_s=round(slowest, 3), most_image_cpu_s=round(cpu_most, 3),
+                              memory_growth_mb=round(growth, 1))
+        return ("decoded in the sandbox: " + "; ".join(_merge(notes)) + f"; no image cost the parent over "
+                f"{DECODE_LIMIT_S:g} s, its memory grew by less than the episode's {EPISODE_IMAGE_BYTES >> 20} MB; "
+                "the session runs on")
+    return check
+
+
+def _merge(notes: list[str]) -> list[str]:
+    """'a.png refused (x)', 'b.png refused (x)' -> 'a.png and b.png refused (x)', keeping order."""
+    merged: dict[str, list[str]] = {}
+    for note in notes:
+        name, what = note.split(" ", 1)
+        merged.setdefault(what, []).append(name)
+    out = []
+    for what, names in merged.items():
+        who = names[0] if len(names) == 1 else f"{names[0]} to {names[-1]} ({len(names)} images)"
+        out.append(f"{who} {what}")
+    return out
+
+
+def check_channel(suite, session, result):
+    """The worker was ended for what it sent, run() said so, and the parent spent no more CPU on the cell
+    than on an idle one of the same length (twice as much, and CPU_FLOOR_S)."""
+    _channel_crash(result)
+    idle_cpu, idle_wall = suite.idle()
+    allowed = 2 * idle_cpu * suite.cell_wall / idle_wall + CPU_FLOOR_S
+    suite.measured.update(parent_cpu_s=round(suite.cell_cpu, 4), cell_wall_s=round(suite.cell_wall, 3),
+                          idle_cpu_s=round(idle_cpu, 4), idle_wall_s=round(idle_wall, 3),
+                          allowed_cpu_s=round(allowed, 4))
+    if suite.cell_cpu > allowed:
+        raise Breach(f"the cell cost the parent {suite.cell_cpu:.3f} s of CPU in {suite.cell_wall:.2f} s; an idle "
+                     f"cell costs {idle_cpu:.3f} s in {idle_wall:.2f} s")
+    return ("the worker is ended and the cell says it sent garbage on its channel (restarted=True); the parent's "
+            "CPU for the cell stays within twice an idle cell's")
+
+
+def check_channel_bad_frames(second: str) -> Callable:
+    """check_channel, then the same for a second cell in the same session (`second`: code after CHANNEL)."""
+    def check(suite, session, result):
+        outcome = check_channel(suite, session, result)
+        cpu, wall = _cpu_s(), time.perf_counter()
+        again = session.run(HELPER + CHANNEL + second)
+        suite.cell_cpu, suite.cell_wall = _cpu_s() - cpu, time.perf_counter() - wall
+        first = dict(suite.measured)
+        try:
+            check_channel(suite, session, again)
+        except Breach as breach:
+            raise Breach(f"the second cell: {breach}") from None
+        suite.measured = {"first": first, "second": dict(suite.measured)}
+        return "both: " + outcome
+    return check
+
+
+def check_sessions_apart(suite, session, result):
+    _not_in_output(result, suite.other_secret, "secret.txt")
+    lines = _lines(result)
+    through = [line for line in lines if "NOT BLOCKED" in line or (": returned " in line and "returned -1" not in line)]
+    if not lines or through:
+        raise Breach("; ".join(through) or f"the attack did not report: {result.error or result.stdout[:300]!r}")
+    caps = [line for line in result.stdout.splitlines() if line.startswith("capabilities ")]
+    if caps != ["capabilities effective 0x0 permitted 0x0 inheritable 0x0 ambient 0x0"]:
+        raise Breach(f"the worker holds capabilities: {caps or result.error}")
+    seen = [line.split()[2:] for line in result.stdout.splitlines() if line.startswith("root seen ")]
+    real = os.stat(suite.pool.root)
+    if seen and seen[0] == [str(real.st_dev), str(real.st_ino)]:
+        raise Breach("the code sees the pool root itself (its link count and times tell of other sessions)")
+    kinds = list(dict.fromkeys(line.split(": blocked (", 1)[1].rstrip(")") if ": blocked (" in line
+                               else line.split(" (", 1)[1].rstrip(")") for line in lines))
+    return (f"{len(lines)} of {len(lines)} fail ({'; '.join(kinds)}); no capability (capget: effective, permitted, "
+            "inheritable and ambient all empty); the pool root it sees is not the pool's, and holds only its own "
+            "session")
+
+
+def prepare_xattrs(suite, session):
+    """What the parent compares after the cell: the pool root's filesystem, where it is one of its own."""
+    root = suite.pool.root
+    suite.measured["root_is_mount"] = os.stat(root).st_dev != os.stat(root.parent).st_dev
+    fs = os.statvfs(root)
+    suite.measured["root_free"] = [fs.f_bfree, fs.f_ffree]
+
+
+def check_xattrs(suite, session, result):
+    outcome = _blocked(result)
+    targets = [session.directory, session.work_dir, session.work_dir / "victim.txt", session.output_dir,
+               session.inputs_dir, session.inputs_dir / "input.png"]
+    for path in targets:
+        if path.exists() and os.listxattr(path, follow_symlinks=False):
+            raise Breach(f"{path} has extended attributes: {os.listxattr(path, follow_symlinks=False)[:5]}")
+    if suite.measured.pop("root_is_mount"):  # a shared filesystem changes under other users' files
+        fs = os.statvfs(suite.pool.root)
+        if [fs.f_bfree, fs.f_ffree] != suite.measured["root_free"]:
+            raise Breach(f"the pool root's filesystem changed: {suite.measured['root_free']} -> "
+                         f"{[fs.f_bfree, fs.f_ffree]} free blocks and inodes")
+    suite.measured.pop("root_free")
+    return outcome + ("; no extended attribute is set on the session dir, the work dir, its files, outputs or "
+                      "the inputs (listxattr from the parent)")
+
+
+CHANNEL = '''
+import os, stat, struct, sys, threading, time
+def _channel():
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return fd
+        except OSError:
+            pass
+def _request_id():  # the id of the request this cell answers: the worker's loop holds it
+    frame = sys._getframe()
+    while frame is not None:
+        request = frame.f_locals.get("request")
+        if isinstance(request, dict) and isinstance(request.get("id"), int):
+            return request["id"]
+        frame = frame.f_back
+    return 1
+chan, rid = _channel(), _request_id()
+def frame(frame_id, body):
+    return struct.pack(">II", len(body), frame_id & 0xFFFFFFFF) + body
+def containers(size):  # JSON of small containers: the costliest kind to parse, and to collect garbage after
+    return b"[" + b"[]," * (size // 3) + b"[]]"
+'''
+
+
+
+def _bomb(name: str, tries: str, file: str, refusal: str, make: Callable) -> Attack:
+    """An attack that saves one crafted file, made by the parent, which decoding must refuse naming `refusal`."""
+    return Attack(name, tries, f"import shutil\nshutil.copyfile({file!r}, 'outputs/{file}')\n",
+                  _image_check({file: refusal}), prepare=_place(**{file: make}))
+
 ATTACKS = (
     Attack("tcp_connect", "connect to a TCP listener the suite opened on 127.0.0.1, and to 1.1.1.1:443", '''
 import socket
@@ -904,6 +1147,106 @@ page.write(bytes.fromhex("b814000000cd80c3"))  # mov eax, 20 (getpid); int 0x80;
 function = _ctypes.CFUNCTYPE(_ctypes.c_int)(_ctypes.addressof(_ctypes.c_char.from_buffer(page)))
 print("returned", function())
 ''', check_sigsys, arches=("x86_64",)),
+    Attack("image_png_rgba", "save an all-zero RGBA PNG at the pixel cap (8192x8192, 255 KB; decoded in the parent "
+           "it took 12 s of CPU and 3.5 GB) and one a row over the cap", '''
+import shutil
+shutil.copyfile("rgba.png", "outputs/a-rgba.png")
+shutil.copyfile("over.png", "outputs/b-over.png")
+''', _image_check({"a-rgba.png": DEADLINE, "b-over.png": "pixels"}),
+           prepare=_place(**{"rgba.png": image_bombs.png_at_cap,
+                             "over.png": lambda: image_bombs.png_at_cap(image_bombs.CAP_SIDE,
+                                                                        image_bombs.CAP_SIDE + 1, 1)})),
+    _bomb("image_png_chunks", "save an 8x8 PNG behind 2,000,000 empty private ancillary chunks (24 MB; Pillow "
+          "checks and keeps every one: 6 s of CPU in the parent)", "chunks.png", "ancillary chunks",
+          lambda: image_bombs.png_chunks(2_000_000)),
+    _bomb("image_tiff_strips", "save a 1-pixel-wide TIFF whose strip table lists 2,000,000 strips (16 MB; 12 s of "
+          "CPU and 1 GB in the parent)", "strips.tif", "strips", lambda: image_bombs.tiff_strips(2_000_000)),
+    _bomb("image_jpeg_scans", "save an 8192x8192 progressive JPEG of 5,000 empty scans (49 KB; over 20 s of CPU "
+          "in the parent)", "scans.jpg", "scans", lambda: image_bombs.jpeg_scans(5000)),
+    Attack("image_nine_at_cap", "save nine all-zero RGB PNGs at the pixel cap in one cell (191 KB each; 192 MB of "
+           "pixels each, 1.7 GB for the nine)", '''
+import shutil
+for n in range(1, 10):
+    shutil.copyfile("cap.png", f"outputs/cap-{n}.png")
+''', _image_check({"cap-1.png": None, **{f"cap-{n}.png": "may still hold" for n in range(2, 10)}}),
+           prepare=_place(**{"cap.png": lambda: image_bombs.png_at_cap(channels=3)})),
+    Attack("channel_stray_flood", "flood its channel with frames for no request of the parent's (other ids, "
+           "64 KB bodies of small-container JSON, [[],[],...]): 100,000 of them, 6.4 GB", CHANNEL + '''
+body = containers(64 << 10)
+for n in range(100_000):
+    os.write(chan, frame((rid - 1, rid + 1, 0, 0xFFFFFFFF)[n % 4], body))
+''', check_channel, timeout_s=5.0),
+    Attack("channel_slow_flood", "sleep 3 s while a thread sends a small frame of another id (1 KB of "
+           "[[],[],...]) every 5 ms", CHANNEL + '''
+def drip():
+    body = containers(1 << 10)
+    while True:
+        os.write(chan, frame(rid + 1, body))
+        time.sleep(0.005)
+threading.Thread(target=drip, daemon=True).start()
+time.sleep(3)
+''', check_channel, timeout_s=5.0),
+    Attack("channel_huge_length", "send a frame with its own request's id and a length field of 4 GiB - 1; then "
+           "(a second cell) one with another id", CHANNEL + '''
+os.write(chan, struct.pack(">II", 0xFFFFFFFF, rid) + b"{")
+time.sleep(3)
+''', check_channel_bad_frames('''
+os.write(chan, struct.pack(">II", 0xFFFFFFFF, rid + 1) + b"{")
+time.sleep(3)
+'''), timeout_s=5.0),
+    Attack("channel_garbage_body", "send a frame with its own request's id and a body that is not JSON; then (a "
+           "second cell) one that is a JSON object without a result's fields", CHANNEL + '''
+os.write(chan, frame(rid, bytes(range(256)) * 4))
+time.sleep(3)
+''', check_channel_bad_frames('''
+os.write(chan, frame(rid, b'{"ok": "yes", "stdout": 7}'))
+time.sleep(3)
+'''), timeout_s=5.0),
+    Attack("spy_other_session", "learn another session's file names, sizes or activity: inotify on the pool root and "
+           "on its work dir, fanotify, stat and lstat of its dir and files, list the pool root; show a capability "
+           "(capget)", '''
+import os
+libc = _ctypes.CDLL(None, use_errno=True)
+watch = libc.syscall($nr_inotify_init1, 0)
+attempt_rc("inotify_init1", lambda: watch)
+attempt_rc("inotify watch the pool root", lambda: libc.syscall($nr_inotify_add_watch, watch, b"$root", 0xFFF))
+attempt_rc("inotify watch its work dir", lambda: libc.syscall($nr_inotify_add_watch, watch, b"$other_work", 0xFFF))
+attempt_rc("fanotify_init", lambda: libc.syscall($nr_fanotify_init, 0, 0))
+other = os.path.dirname("$other_work")
+attempt("stat its session dir", lambda: os.stat(other))
+attempt("stat its work dir", lambda: os.stat("$other_work"))
+attempt("lstat its file", lambda: os.lstat("$other_secret"))
+attempt("stat its file", lambda: os.stat("$other_secret"))
+attempt("list the pool root", lambda: os.listdir("$root"))
+seen = os.stat("$root")
+print("root seen", seen.st_dev, seen.st_ino)
+header = (_ctypes.c_uint32 * 2)(0x20080522, 0)
+data = (_ctypes.c_uint32 * 6)()
+libc.capget(header, data)
+ambient = sum(1 << n for n in range(64) if libc.prctl(47, 1, n, 0, 0) == 1)
+print(f"capabilities effective {data[0] | data[3] << 32:#x} permitted {data[1] | data[4] << 32:#x} "
+      f"inheritable {data[2] | data[5] << 32:#x} ambient {ambient:#x}")
+''', check_sessions_apart),
+    Attack("xattrs", "set user.* extended attributes (4 KB each, up to 2,000 per target) on the session dir, the work "
+           "dir, a file, outputs, the inputs, through a path, a link and an fd; remove one", '''
+import os
+def fill(target, follow=True):
+    n = 0
+    while n < 2000:  # bounded: 8 MB per target if nothing refuses
+        os.setxattr(target, f"user.x{n}", b"x" * 4000, follow_symlinks=follow)
+        n += 1
+    return n
+open("victim.txt", "w").close()
+os.symlink("victim.txt", "link.txt")
+attempt("setxattr: the session dir", lambda: fill(".."))
+attempt("setxattr: the work dir", lambda: fill("."))
+attempt("setxattr: a file", lambda: fill("victim.txt"))
+attempt("lsetxattr: a symlink", lambda: fill("link.txt", follow=False))
+attempt("fsetxattr: an open file", lambda: fill(os.open("victim.txt", os.O_RDONLY)))
+attempt("setxattr: outputs", lambda: fill("outputs"))
+attempt("setxattr: the inputs", lambda: fill(os.path.join(os.environ["INPUTS_DIR"], "input.png")))
+attempt("removexattr", lambda: os.removexattr("victim.txt", "user.x0"))
+''', check_xattrs, prepare=prepare_xattrs),
 )
 
 
@@ -923,6 +1266,7 @@ def _ctypes_all_failed(result: CellResult) -> str:
 def run_attack(suite: Suite, attack: Attack) -> Outcome:
     start = time.perf_counter()
     pool = suite.pool
+    suite.measured = {}
     if "$other" in attack.code:
         suite.open_other()
     try:
@@ -932,7 +1276,9 @@ def run_attack(suite: Suite, attack: Attack) -> Outcome:
             if attack.setup:
                 session.run(attack.setup)
             code = HELPER + Template(attack.code).substitute(suite.values(session))
+            cpu, wall = _cpu_s(), time.perf_counter()
             result = session.run(code, attack.timeout_s)
+            suite.cell_cpu, suite.cell_wall = _cpu_s() - cpu, time.perf_counter() - wall
             outcome = attack.check(suite, session, result)
         suite.invariants()
         contained = True
@@ -946,7 +1292,7 @@ def run_attack(suite: Suite, attack: Attack) -> Outcome:
         after = fresh.run("print(1+1)")
     if after.stdout != "2\n":
         outcome, contained = outcome + f"; the next session FAILED: {after}", False
-    return Outcome(attack.name, attack.tries, outcome, contained, time.perf_counter() - start)
+    return Outcome(attack.name, attack.tries, outcome, contained, time.perf_counter() - start, suite.measured)
 
 
 def run_suite(names: list[str] | None = None, progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
@@ -976,7 +1322,7 @@ def run_suite(names: list[str] | None = None, progress: Callable[[Outcome], None
 
 
 def markdown(outcomes: list[Outcome]) -> str:
-    rows = [f"| {o.name} | {o.tries} | {o.outcome} |" for o in outcomes]
+    rows = [f"| {o.name} | {o.tries} | {' '.join(o.outcome.split())} |" for o in outcomes]  # one line a row
     return "\n".join(["| attempt | what the code tries | outcome |", "|---|---|---|", *rows])
 
 
@@ -993,6 +1339,8 @@ def main(argv: list[str] | None = None) -> int:
     def progress(o: Outcome):
         if not args.markdown:
             print(f"{'ok    ' if o.contained else 'BREACH'} {o.name:<20} {o.seconds:5.2f} s  {o.outcome}", flush=True)
+            if o.measured:
+                print(f"{'':27}measured: {json.dumps(o.measured)}", flush=True)
 
     outcomes = run_suite(args.only, progress)
     if args.json:

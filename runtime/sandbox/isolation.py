@@ -1,7 +1,8 @@
 """The kernel layers a sandbox worker puts on itself, with ctypes only (no compiled helper, no extra
-dependency): a seccomp BPF filter, a Landlock ruleset, rlimits, dropped capabilities, and the network
-namespace the zygote enters. Every layer is probed, never assumed: on a kernel, architecture or
-account where one is missing, its function says why, and the pool decides whether that is acceptable.
+dependency): a seccomp BPF filter, a Landlock ruleset, rlimits, dropped capabilities, a private mount
+namespace per worker (as root), and the network namespace the zygote enters. Every layer is probed, never
+assumed: on a kernel, architecture or account where one is missing, its function says why, and the pool
+decides whether that is acceptable; the worker checks each one on itself once it is on.
 
 Only x86_64 and aarch64 have syscall tables here; on any other architecture seccomp is unavailable
 (a filter built from the wrong table would allow what it means to deny).
@@ -42,6 +43,8 @@ X86_64 = {
     "memfd_create": 319, "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
     "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
     "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_getsetattr": 245,
+    "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254, "fanotify_mark": 301, "setxattr": 188,
+    "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
 }
 AARCH64 = {  # the generic table: no fork/vfork/mknod (only clone/mknodat), no x86 port I/O calls
     "socket": 198, "socketpair": 199, "connect": 203, "bind": 200, "listen": 201, "accept": 202, "accept4": 242,
@@ -63,8 +66,13 @@ AARCH64 = {  # the generic table: no fork/vfork/mknod (only clone/mknodat), no x
     "mq_notify": 184, "fcntl": 25, "memfd_create": 279, "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197,
     "semget": 190, "semop": 193, "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189, "msgrcv": 188,
     "msgctl": 187, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183,
-    "mq_getsetattr": 185,
+    "mq_getsetattr": 185, "inotify_init1": 26, "inotify_add_watch": 27, "fanotify_mark": 263, "setxattr": 5,
+    "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
 }
+# Calls newer than the kernel headers installed here (so not in the tables the test compares with them).
+# Since Linux 5.1 new calls have one number on every architecture: listmount/statmount (6.8),
+# setxattrat/removexattrat (6.13), file_setattr (6.17).
+RECENT = {"statmount": 457, "listmount": 458, "setxattrat": 463, "removexattrat": 466, "file_setattr": 469}
 # audit arch tokens (linux/audit.h): the filter kills a process whose syscall comes in under another ABI
 ARCHES = {"x86_64": (0xC000003E, X86_64), "aarch64": (0xC00000B7, AARCH64)}
 X32_SYSCALL_BIT = 0x40000000  # x86_64's x32 ABI: same arch token, numbers offset by this bit
@@ -78,7 +86,7 @@ def machine() -> str:
 
 def syscall_table() -> dict[str, int] | None:
     entry = ARCHES.get(machine())
-    return entry[1] if entry else None
+    return {**entry[1], **RECENT} if entry else None
 
 
 # --- libc -----------------------------------------------------------------------------------------------
@@ -171,6 +179,14 @@ DENY = {
     **dict.fromkeys(("init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
                      "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
                      "setdomainname"), errno.EPERM),
+    # Other sessions' activity: inotify/fanotify watch files the code may not read (a watch needs only
+    # search rights on the path, which Landlock does not govern), and list/statmount name every mount.
+    **dict.fromkeys(("inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_mark", "listmount",
+                     "statmount"), errno.EPERM),
+    # Extended attributes are held outside the disk quota and the memory limit (on a tmpfs, unreclaimable
+    # kernel memory); reading them stays allowed. file_setattr changes inode flags and project ids.
+    **dict.fromkeys(("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+                     "setxattrat", "removexattrat", "file_setattr"), errno.EPERM),
 }
 # Allowed only when the first argument is the worker itself: kill(pid | 0 | -pid) (after setsid the worker
 # is alone in its process group), tgkill / rt_(tg)sigqueueinfo(pid, ...). So signals reach no other process.
@@ -190,6 +206,7 @@ def seccomp_program(arch: str, pid: int) -> bytes:
     if arch not in ARCHES:
         raise OSError(errno.ENOSYS, f"seccomp: no syscall table for {arch} (only {', '.join(ARCHES)})")
     audit_arch, table = ARCHES[arch]
+    table = {**table, **RECENT}
     arg0 = 16  # offset of args[0], low 32 bits
     eperm = RET_ERRNO | errno.EPERM
     prog = [
@@ -262,8 +279,9 @@ def install_seccomp(pid: int) -> str:
              ctypes.byref(fprog))
     denied = sum(1 for name in DENY if name in syscall_table())
     return (f"{machine()} filter, {len(program) // 8} instructions, TSYNC: {denied} syscalls denied (sockets, "
-            "fork/exec, ptrace, mount, bpf, io_uring, memfd, SysV IPC, ...), clone only for threads, signals only "
-            "to itself")
+            "fork/exec, ptrace, mount, bpf, io_uring, memfd, SysV IPC, inotify, xattr writes, ...), clone only for "
+            "threads, signals only to itself; checked in the worker: socket() of every family and each inotify and "
+            "xattr write call refused")
 
 
 # --- Landlock -------------------------------------------------------------------------------------------
@@ -442,9 +460,6 @@ def capabilities() -> int:
     return 0
 
 
-CAP_DAC_READ_SEARCH = 2
-
-
 def _cap_last() -> int:
     try:
         with open("/proc/sys/kernel/cap_last_cap") as f:
@@ -480,28 +495,132 @@ def drop_capabilities(keep: int = 0) -> None:
         raise OSError(errno.EPERM, "capabilities still held after capset")
 
 
-def become(uid: int, keep_read_search: bool) -> str:
-    """As root: switch to `uid` (and the same gid, no supplementary groups) and drop every capability,
-    but CAP_DAC_READ_SEARCH when `keep_read_search` (Python lives under a directory others cannot
-    search, such as /root/.pyenv; Landlock still decides what may be read). A uid of its own gives the
-    worker its own RLIMIT_NPROC count (root is exempt from it) and ordinary DAC separation."""
-    keep = 1 << CAP_DAC_READ_SEARCH if keep_read_search else 0
+def become(uid: int) -> str:
+    """As root: switch to `uid` (and the same gid, no supplementary groups) and drop every capability
+    (bounding, ambient, effective, permitted, inheritable). What Python needs to read is made reachable
+    by `private_mounts` first, not by a capability. A uid of its own gives the worker its own
+    RLIMIT_NPROC count (root is exempt from it) and ordinary DAC separation."""
     held = capabilities()
     for cap in range(_cap_last() + 1):  # the bounding set first, while CAP_SETPCAP is still held
-        if not keep & (1 << cap):
-            try:
-                prctl(PR_CAPBSET_DROP, cap)
-            except OSError:
-                pass
-    prctl(PR_SET_KEEPCAPS, 1)  # keep the permitted set across setuid, to re-enable `keep` afterwards
+        try:
+            prctl(PR_CAPBSET_DROP, cap)
+        except OSError:
+            pass
     os.setgroups([])
     os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    prctl(PR_SET_KEEPCAPS, 0)
-    drop_capabilities(keep)
-    kept = "keeps only CAP_DAC_READ_SEARCH (Python is under a directory others cannot search)" if keep \
-        else "holds no capabilities"
-    return f"runs as uid {uid}, its own (the pool runs as root; had 0x{held:x}), and {kept}"
+    os.setresuid(uid, uid, uid)  # without PR_SET_KEEPCAPS this clears the permitted and effective sets
+    drop_capabilities()
+    return f"runs as uid {uid}, its own (the pool runs as root; had 0x{held:x}), and holds no capabilities"
+
+
+def capability_sets() -> dict[str, int]:
+    """CapInh/CapPrm/CapEff/CapBnd/CapAmb of this process, from /proc/self/status."""
+    sets = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Cap"):
+                name, value = line.split(":", 1)
+                sets[name] = int(value, 16)
+    return sets
+
+
+# --- a private mount namespace (as root): other sessions hidden, Python reachable without capabilities ---
+CLONE_NEWNS = 0x00020000
+MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 8, 4096, 16384, 1 << 18
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(_libc.mount(None if source is None else os.fsencode(source), os.fsencode(target),
+                       None if fstype is None else fstype.encode(), ctypes.c_ulong(flags),
+                       None if data is None else ctypes.c_char_p(data.encode())), f"mount on {target}")
+
+
+def closed_ancestor(path: str) -> str | None:
+    """The topmost directory above `path` that others cannot search (no o+x, such as /root), or None."""
+    parts = os.path.realpath(path).split(os.sep)
+    for i in range(2, len(parts)):
+        ancestor = os.sep.join(parts[:i])
+        try:
+            mode = os.stat(ancestor).st_mode
+        except OSError:
+            return None
+        if stat.S_ISDIR(mode) and not mode & 0o001:
+            return ancestor
+    return None
+
+
+def _mount_points() -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            field = line.split()[4]  # octal escapes for space, tab, newline and backslash
+            points.append(field.encode().decode("unicode_escape"))
+    return points
+
+
+def _cover(directory: str, keep: list[str], mode: int) -> None:
+    """Mount a small root-owned tmpfs over `directory` and bind each path of `keep` (below it) back at its
+    own path: the rest of `directory` is gone from this namespace. Each path is opened before the cover
+    goes on, so the bind takes the real one."""
+    held = []
+    try:
+        for path in sorted(set(keep)):
+            if any(path.startswith(other + os.sep) for other in keep):
+                continue  # comes along with its ancestor's bind
+            try:
+                held.append((path, os.open(path, os.O_PATH | os.O_CLOEXEC)))
+            except FileNotFoundError:
+                continue
+        _mount("tirlab-sandbox", directory, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+               f"size=65536,nr_inodes={16 + sum(path.count(os.sep) for path, _ in held)},mode={mode:o},uid=0,gid=0")
+        for path, fd in held:
+            below = directory
+            for part in os.path.relpath(path, directory).split(os.sep)[:-1]:
+                below = os.path.join(below, part)
+                if not os.path.isdir(below):
+                    os.mkdir(below)
+                    os.chmod(below, 0o755)  # not the zygote's umask
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.mkdir(path)
+            else:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+    finally:
+        for _, fd in held:
+            os.close(fd)
+
+
+def private_mounts(pool_root: str, session_dir: str, read_paths: list[str]) -> str:
+    """As root, before the uid changes: move into a mount namespace of this process's own (private: no
+    mount propagates in or out), where the pool root holds only this session's directory (other
+    sessions' names, files and activity are gone: stat or watch them and they do not exist) and every
+    directory others cannot search above what Python reads (such as /root for /root/.pyenv) is covered
+    by a tmpfs with just those paths bound back, so the worker reads Python without any capability."""
+    if _libc is None:
+        raise OSError(errno.ENOSYS, "mount namespaces: not Linux")
+    _check(_libc.unshare(ctypes.c_int(CLONE_NEWNS)), "unshare(CLONE_NEWNS)")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # Other sessions' tmpfs work dirs were copied into this namespace: beneath the cover they would stay
+    # mounted (and their memory held) as long as this worker lives, so detach them first
+    inside = pool_root.rstrip(os.sep) + os.sep
+    others = [p for p in _mount_points() if p.startswith(inside)
+              and not (p == session_dir or p.startswith(session_dir + os.sep))]
+    for point in sorted(set(others), key=len, reverse=True):
+        try:
+            unmount(point)
+        except OSError:
+            pass
+    _cover(pool_root, [session_dir], 0o711)
+    covers: dict[str, list[str]] = {}
+    for path in [*read_paths, pool_root]:
+        closed = closed_ancestor(path)
+        if closed is not None:
+            covers.setdefault(closed, []).append(os.path.realpath(path))
+    for closed in sorted(covers, key=len, reverse=True):
+        _cover(closed, covers[closed], 0o755)
+    where = (f"; {', '.join(sorted(covers))} (closed to others) covered by a tmpfs holding only what Python reads"
+             if covers else "")
+    return f"a private mount namespace: the pool root shows only this session's directory{where}"
 
 
 def count_tasks(uid: int) -> int:
@@ -518,20 +637,6 @@ def count_tasks(uid: int) -> int:
         except (OSError, KeyError, ValueError):
             continue
     return total
-
-
-def world_searchable(path: str) -> bool:
-    """Whether a user with no special rights can reach `path` (every ancestor has o+x)."""
-    real = os.path.realpath(path)
-    parts = real.split(os.sep)
-    for i in range(2, len(parts) + 1):
-        try:
-            mode = os.stat(os.sep.join(parts[:i]) or os.sep).st_mode
-        except OSError:
-            return True  # missing: nothing to reach
-        if stat.S_ISDIR(mode) and not mode & 0o001:
-            return False
-    return True
 
 
 def vm_size() -> int:

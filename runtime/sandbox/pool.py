@@ -10,8 +10,10 @@ for a symlink before the caller has read it.
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -25,8 +27,12 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from runtime.sandbox import isolation
-from runtime.sandbox.worker import REQUEST_LIMIT, HEADER, ProtocolError, decode_body, recv_frame, send_frame
+from runtime.sandbox.decode import MODES
+from runtime.sandbox.worker import (HEADER, REPLY_HEADER, REQUEST_LIMIT, ProtocolError, decode_body, read_exact,
+                                    recv_frame, send_frame, send_raw)
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 LAYERS = ("seccomp", "landlock", "netns", "tmpfs")  # what SandboxConfig.disable may switch off
@@ -39,6 +45,10 @@ SCAN_DEPTH = 8
 # far above system and subuid ranges (100000+), below 2**31.
 UID_BASE = 1_500_000_000
 UID_SPAN = 1 << 24
+# Frames a worker sends for no request of the parent's (its code may write on the channel) are dropped unread,
+# up to these per request; past them the worker counts as sending garbage and is ended, like a malformed frame
+MAX_STRAY_FRAMES = 16
+MAX_STRAY_BYTES = 1 << 20
 
 
 class SandboxUnavailable(RuntimeError):
@@ -47,6 +57,10 @@ class SandboxUnavailable(RuntimeError):
 
 class SandboxError(RuntimeError):
     """Misuse (a closed session or pool, bad inputs) or a failure of the sandbox itself, never of the code."""
+
+
+class ImageRefused(ValueError):
+    """An image of the session's that is not handed over: over a budget, malformed, or too slow to decode."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,7 @@ class SandboxConfig:
     #                                   and write whatever the user running the pool can)
     kill_grace_s: float = 1.0         # after the soft TimeoutError, how long the code has before a hard kill
     max_image_mb: int = 64            # larger files under output_dir are not collected as images
+    decode_timeout_s: float = 2.0     # SandboxSession.decode: the parent waits this long for one image's pixels
     start_timeout_s: float = 120.0    # zygote start (imports) and a worker's lock-down, on a loaded machine
     preload: tuple[str, ...] = ("numpy", "cv2", "PIL.Image", "tools")  # imported once in the zygote
     disable: tuple[str, ...] = ()     # layers to switch off on purpose (tests, diagnosis): "seccomp",
@@ -245,6 +260,47 @@ def _recv_frame_fds(sock: socket.socket, limit: int, deadline: float) -> tuple[d
             raise EOFError("the zygote closed its channel")
         data += chunk
     return decode_body(data[HEADER.size:]), fds
+
+
+def _reply_body(chan: socket.socket, request_id: int, limit: int, deadline: float) -> bytes:
+    """The body of the worker's frame that answers `request_id`. Frames with another id are skipped unread
+    (within MAX_STRAY_FRAMES and MAX_STRAY_BYTES); ProtocolError for garbage: too many of them, or an answer
+    over `limit` bytes."""
+    frames = stray = 0
+    while True:
+        size, frame_id = REPLY_HEADER.unpack(read_exact(chan, REPLY_HEADER.size, deadline))
+        if frame_id == request_id:
+            if size > limit:
+                raise ProtocolError(f"a {size}-byte frame (the limit is {limit})")
+            return read_exact(chan, size, deadline)
+        frames, stray = frames + 1, stray + size
+        if frames > MAX_STRAY_FRAMES or stray > MAX_STRAY_BYTES:
+            raise ProtocolError(f"frames for no request of the sandbox's: more than {MAX_STRAY_FRAMES} or "
+                                f"{MAX_STRAY_BYTES >> 20} MiB in one cell")
+        _skip(chan, size, deadline)
+
+
+def _skip(chan: socket.socket, size: int, deadline: float) -> None:
+    scratch = memoryview(bytearray(min(size, 1 << 16)))
+    while size:
+        chan.settimeout(max(1e-3, deadline - time.monotonic()))
+        got = chan.recv_into(scratch, min(size, len(scratch)))
+        if not got:
+            raise EOFError("the other end closed the channel")
+        size -= got
+
+
+def _recv_into(chan: socket.socket, target: memoryview, deadline: float) -> None:
+    done = 0
+    while done < len(target):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no answer in time")
+        chan.settimeout(remaining)
+        got = chan.recv_into(target[done:])
+        if not got:
+            raise EOFError("the other end closed the channel")
+        done += got
 
 
 class _Worker:
@@ -473,6 +529,8 @@ class SandboxSession:
         self._worker: _Worker | None = None
         self._closed = False
         self._cells = 0
+        self._requests = 0  # ids of the requests to the worker (cells and decodes), never reused in a session
+        self._needs_prelude = False  # a worker started to decode an image has not run the prelude yet
         self._mounted = False  # work_dir is a tmpfs of the disk quota's size (a pool running as root)
         self._copied = [0, 0]  # bytes and files of the parent's copies of its images (they have a quota too)
 
@@ -502,7 +560,7 @@ class SandboxSession:
             if len(code) > MAX_CODE_CHARS:
                 return CellResult(False, "", "", f"the code is {len(code):,} characters long; the sandbox runs at "
                                   f"most {MAX_CODE_CHARS:,} per cell", False, False, (), 0.0)
-            if self._worker is None:
+            if self._worker is None or self._needs_prelude:
                 failure = self._start_worker()
                 if failure is not None:
                     return CellResult(False, "", "", failure, False, True, (), time.perf_counter() - start)
@@ -511,21 +569,19 @@ class SandboxSession:
     def _run(self, code: str, timeout: float, start: float) -> CellResult:
         worker, config = self._worker, self.pool.config
         self._cells += 1
+        self._requests += 1
         before = _scan(self.output_dir)
         worker.resume()
         try:
             worker.chan.settimeout(timeout + config.kill_grace_s)  # reads leave their own timeouts behind
-            send_frame(worker.chan, {"op": "run", "id": self._cells, "code": code, "timeout": timeout})
+            send_frame(worker.chan, {"op": "run", "id": self._requests, "code": code, "timeout": timeout})
             deadline = time.monotonic() + timeout + config.kill_grace_s
             limit = 12 * (3 * config.max_output_chars + 1024) + 65536  # ASCII JSON: <= 12 bytes a character
-            while True:
-                reply = recv_frame(worker.chan, limit, deadline)
-                if reply.get("id") == self._cells:  # an older id is a frame the code forged: skip it
-                    break
-            fields = (reply["ok"], reply["stdout"], reply["stderr"], reply["error"], reply["timed_out"])
+            reply = decode_body(_reply_body(worker.chan, self._requests, limit, deadline))
+            fields = tuple(reply.get(name) for name in ("ok", "stdout", "stderr", "error", "timed_out"))
             if not (isinstance(fields[0], bool) and isinstance(fields[1], str) and isinstance(fields[2], str)
                     and (fields[3] is None or isinstance(fields[3], str)) and isinstance(fields[4], bool)):
-                raise ProtocolError("a result with fields of the wrong types")
+                raise ProtocolError("a result with missing fields or fields of the wrong types")
         except TimeoutError:
             self._lose_worker()
             return self._result(start, False, "", "", (
@@ -565,6 +621,67 @@ class SandboxSession:
                 f"DiskQuotaError: {which} not collected: the sandbox's copies of a session's images may take "
                 f"{config.disk_mb} MB and {config.disk_files} files in all, and this session's have reached that.\n")
         return self._result(start, ok, stdout, stderr, error, timed_out, restarted, images, names)
+
+    def decode(self, image: Path, *, max_pixels: int, max_bytes: int, mode: str = "tirlab") -> np.ndarray:
+        """One of this session's collected images (a `CellResult.images` copy) as uint8 pixels, (H, W, 3) or
+        (H, W). The session's own worker decodes it (runtime.sandbox.decode: its structure checked first, then
+        decoded under a timer and the worker's limits); this process only receives pixels whose shape is within
+        `max_pixels` and `max_bytes`, or raises ImageRefused saying why. A worker that does not answer within
+        decode_timeout_s is ended (variables from earlier cells are lost, as after a crash)."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+        with self._lock:
+            if self._closed:
+                raise SandboxError("decode() on a closed sandbox session")
+            collected = self.directory / "collected"
+            path = Path(image)
+            if not path.is_relative_to(collected) or ".." in path.parts or path.is_symlink() or not path.is_file():
+                raise SandboxError(f"{image} is not an image this session collected (see CellResult.images)")
+            data = path.read_bytes()
+            if self._worker is None:  # ended after its cell: a fresh one decodes, the prelude runs before the next cell
+                self._worker, self._needs_prelude = self.pool._spawn(self, self._enforce), True
+            worker, timeout = self._worker, self.pool.config.decode_timeout_s
+            self._requests += 1
+            deadline = time.monotonic() + timeout
+            worker.resume()
+            try:
+                # the worker's own timer answers first, so that a slow image costs it the image, not the process
+                send_frame(worker.chan, {"op": "decode", "id": self._requests, "mode": mode, "max_pixels": max_pixels,
+                                         "max_bytes": max_bytes, "timeout": timeout * 0.75})
+                send_raw(worker.chan, None, data)
+                del data
+                reply = decode_body(_reply_body(worker.chan, self._requests, 65536, deadline))
+                if not reply.get("ok"):
+                    error = reply.get("error")
+                    raise ImageRefused(_clean(error)[:2000] if isinstance(error, str) else "the decoder failed")
+                shape = reply.get("shape")
+                if not (isinstance(shape, list) and len(shape) in (2, 3) and (len(shape) == 2 or shape[2] == 3)
+                        and all(type(n) is int and n > 0 for n in shape)):
+                    raise ProtocolError(f"pixels of the shape {str(shape)[:100]}")
+                size = int(np.prod(shape))
+                if shape[0] * shape[1] > max_pixels or size > max_bytes:  # the worker checks both before it answers
+                    raise ProtocolError(f"pixels of the shape {shape}, over the budget it was given")
+                frame, frame_id = REPLY_HEADER.unpack(read_exact(worker.chan, REPLY_HEADER.size, deadline))
+                if (frame, frame_id) != (size, self._requests):
+                    raise ProtocolError("pixels that do not match their shape")
+                pixels = np.empty(shape, np.uint8)
+                _recv_into(worker.chan, memoryview(pixels).cast("B"), deadline)
+            except ImageRefused:
+                if worker.freeze():  # refused with the worker's answer read whole: it goes on
+                    raise
+                self._lose_worker()
+                raise
+            except TimeoutError:
+                self._lose_worker()
+                raise ImageRefused(f"decoding it took longer than {timeout:g} s; the Python process of the session "
+                                   "was ended (variables from earlier cells are lost)") from None
+            except (EOFError, OSError, ProtocolError, ValueError, RecursionError, MemoryError) as err:
+                self._lose_worker()
+                raise ImageRefused(f"the session's process {type(err).__name__}: {err} while decoding it; it was "
+                                   "ended (variables from earlier cells are lost)") from None
+            if not worker.freeze():
+                self._lose_worker()
+            return pixels
 
     def _result(self, start: float, ok: bool, stdout: str, stderr: str, error: str | None, timed_out: bool,
                 restarted: bool, images: tuple[Path, ...] = (), names: tuple[str, ...] = ()) -> CellResult:
@@ -606,8 +723,11 @@ class SandboxSession:
         return worker.exit_status()
 
     def _start_worker(self) -> str | None:
-        """A fresh worker (and the prelude in it). Returns the prelude's error, if it failed."""
-        self._worker = self.pool._spawn(self, self._enforce)
+        """A fresh worker (unless one started for decoding waits) and the prelude in it. Returns the prelude's
+        error, if it failed."""
+        if self._worker is None:
+            self._worker = self.pool._spawn(self, self._enforce)
+        self._needs_prelude = False
         if self.prelude:
             result = self._run(self.prelude, self.pool.config.cell_timeout_s, time.perf_counter())
             if not result.ok:
@@ -727,7 +847,8 @@ class SandboxPool:
         self._report: IsolationReport | None = None
         self._as_root = hasattr(os, "geteuid") and os.geteuid() == 0
         self._uids: set[int] = set()
-        self._keep_read_search = False
+        self._expected: set[str] = set()  # layers the probe worker had: every later worker must have them too
+        self._netns = os.stat("/proc/self/ns/net").st_ino if os.path.exists("/proc/self/ns/net") else None
         self._tmpfs, self._no_tmpfs_because = False, ""
         if self._as_root and self._own_root:
             os.chmod(self.root, 0o711)  # workers run as other uids: they may pass through, not list
@@ -736,8 +857,6 @@ class SandboxPool:
             self._zygote = self._start_zygote()
             hello = self._zygote.hello
             _check_root(self.root, hello["read_dirs"])
-            self._keep_read_search = self._as_root and not all(
-                isolation.world_searchable(p) for p in [*hello["read_dirs"], *hello["read_files"], str(self.root)])
             self._tmpfs, self._no_tmpfs_because = self._try_tmpfs()
             self._report = self._probe()
         except BaseException:
@@ -776,7 +895,10 @@ class SandboxPool:
             session.work_dir.mkdir(mode=0o700)
             if self._as_root:  # a uid of its own for the session (the inputs stay the pool's, read-only)
                 uid = session._uid = self._allocate_uid()
-                os.chown(directory, uid, uid)
+                # the pool's, not the worker's: the code cannot chmod it or hang extended attributes on it
+                # (those are outside the disk quota); its group may pass through to inputs/ and work/
+                os.chown(directory, 0, uid)
+                os.chmod(directory, 0o710)
                 # The work dir itself is the pool's, sticky and writable for the session's group: the code may
                 # make and delete files of its own there, but cannot remove, rename, replace or change what the
                 # pool puts there (aliases of its inputs), which it does not own
@@ -828,8 +950,8 @@ class SandboxPool:
                 "file_size_mb": config.file_size_mb,
                 "max_open_files": config.max_open_files, "max_output_chars": config.max_output_chars,
                 "seccomp": "seccomp" not in config.disable, "landlock": "landlock" not in config.disable,
-                "require": require, "uid": session._uid, "keep_read_search": self._keep_read_search,
-                "max_tasks": config.max_tasks}
+                "require": require, "uid": session._uid, "max_tasks": config.max_tasks,
+                "pool_root": str(self.root), "session_dir": str(session.directory)}
         zygote = self._live_zygote()
         answer, fds = zygote.request({"op": "spawn", "spec": spec}, config.start_timeout_s)
         if not fds:
@@ -837,7 +959,7 @@ class SandboxPool:
         chan = socket.socket(fileno=fds[0])
         worker = _Worker(zygote, answer["pid"], chan, fds[1] if answer.get("pidfd") and len(fds) > 1 else None)
         try:
-            ready = recv_frame(chan, REQUEST_LIMIT, time.monotonic() + config.start_timeout_s)
+            ready = decode_body(_reply_body(chan, 0, REQUEST_LIMIT, time.monotonic() + config.start_timeout_s))
         except (EOFError, TimeoutError, OSError, ProtocolError) as err:
             worker.kill()
             status, _ = worker.exit_status()
@@ -846,8 +968,11 @@ class SandboxPool:
             worker.kill()
             raise SandboxUnavailable(f"a sandbox worker refused to run code: {ready.get('error')}. "
                                      + _OPT_OUTS)
-        worker.layers = ready["layers"]
+        worker.checks = ready.get("checks", {})  # what the worker found about itself after its lock-down
+        worker.layers = _judge_layers(ready["layers"], worker.checks, self._plan(session))
         missing = [name for name in require if not _layer_active(worker.layers, name)]
+        if enforce:
+            missing += [name for name in sorted(self._expected) if not _layer_active(worker.layers, name)]
         if missing:
             worker.kill()
             raise SandboxUnavailable(f"a sandbox worker came up without {', '.join(missing)}. " + _OPT_OUTS)
@@ -855,6 +980,15 @@ class SandboxPool:
             worker.kill()
             raise SandboxError("a fresh sandbox worker could not be paused (SIGSTOP); not using it")
         return worker
+
+    def _plan(self, session: SandboxSession) -> dict:
+        """What a worker of `session` must find when it checks itself after its lock-down."""
+        config = self.config
+        return {"uid": session._uid if session._uid is not None else os.getuid(), "own_uid": session._uid is not None,
+                "netns": self._netns, "session_dir": session.directory.name, "cpu_s": config.cpu_s,
+                "file_size": config.file_size_mb << 20, "open_files": config.max_open_files,
+                "tasks": config.max_tasks, "address_space": (config.memory_mb - config.disk_mb) << 20,
+                "netns_because": self._zygote.hello["netns"][1] if self._zygote else ""}
 
     def _live_zygote(self) -> _Zygote:
         with self._lock:
@@ -926,12 +1060,15 @@ class SandboxPool:
         listener.bind(("127.0.0.1", 0))
         listener.listen(8)
         listener.setblocking(False)
-        secret = self.root / "probe-secret.txt"
-        secret.write_text("tirlab-sandbox-probe")
-        code = _PROBE_CODE.format(port=listener.getsockname()[1], secret=str(secret), zygote=self._zygote.pid)
         try:
             session = self._open(None, None, None, enforce=False)
             try:
+                # beside the work dir, in the session's own dir: the private mounts show it, file modes let
+                # anyone read it, so only Landlock can refuse it
+                secret = session.directory / "probe-secret.txt"
+                secret.write_text("tirlab-sandbox-probe")
+                secret.chmod(0o444)
+                code = _PROBE_CODE.format(port=listener.getsockname()[1], secret=str(secret), zygote=self._zygote.pid)
                 result = session.run(code, timeout_s=max(10.0, config.cell_timeout_s))
                 layers = dict(session._worker.layers) if session._worker else {}
                 sees_threads = session._worker is not None and _thread_states(session._worker.pid) is not None
@@ -945,7 +1082,6 @@ class SandboxPool:
                 accepted = False
         finally:
             listener.close()
-            secret.unlink(missing_ok=True)
         try:
             probes = json.loads(result.stdout)
         except ValueError:
@@ -953,6 +1089,7 @@ class SandboxPool:
         facts = {"tmpfs": self._tmpfs, "no_tmpfs_because": self._no_tmpfs_because, "as_root": self._as_root,
                  "sees_threads": sees_threads}
         report = _build_report(config, hello, layers, probes, accepted, facts)
+        self._expected = {name for name in CHECKED_LAYERS if _layer_active(layers, name)}
         _refuse_if_incomplete(config, report)
         return report
 
@@ -997,6 +1134,84 @@ attempt("read", lambda: open({secret!r}).read())
 attempt("signal", lambda: os.kill({zygote}, 0))
 print(json.dumps(probes))
 """
+
+
+# the layers a worker checks itself (ready frame's "checks"); a worker without one the probe worker had is refused
+CHECKED_LAYERS = ("seccomp", "landlock_fs", "network_namespace", "identity", "rlimits", "sessions_apart")
+CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+
+def _errno_name(number) -> str:
+    return "it worked" if number == 0 else errno.errorcode.get(number, str(number))
+
+
+def _judge_layers(claimed: dict, checks: dict, plan: dict) -> dict:
+    """The worker's layers, decided by the parent from what the worker observed about itself after its
+    lock-down (`checks`), not from what it says it applied: a layer it claims is not active where its check
+    fails, and the network namespace and the sessions' separation are decided from the checks alone."""
+    layers = {name: [bool(value[0]), str(value[1])] for name, value in claimed.items()
+              if isinstance(value, list) and len(value) == 2}
+
+    def refute(name: str, why: str) -> None:
+        if layers.get(name, [False])[0]:
+            layers[name] = [False, f"applied, but the worker's own check found {why}"]
+
+    calls = checks.get("syscalls") or {}
+    through = [f"{name} ({_errno_name(result)})" for name, result in calls.items() if result != errno.EPERM]
+    if not calls or through:
+        refute("seccomp", "these calls not refused with EPERM: " + (", ".join(through) or "none tried"))
+    landlock = checks.get("landlock") or {}
+    if not landlock or any(result != errno.EACCES for result in landlock.values()):
+        refute("landlock_fs", "outside the work dir: " + (", ".join(
+            f"{what}: {_errno_name(result)}" for what, result in landlock.items()) or "nothing tried"))
+    netns, interfaces = checks.get("netns"), checks.get("interfaces")
+    if isinstance(netns, int) and plan["netns"] is not None and netns != plan["netns"] and interfaces == ["lo"]:
+        layers["network_namespace"] = [True, f"{plan['netns_because']}; checked in the worker: its namespace is not "
+                                             "the pool's and holds only lo"]
+    elif netns == plan["netns"]:
+        layers["network_namespace"] = [False, f"the worker is in the pool's own network namespace "
+                                              f"({plan['netns_because']})"]
+    else:
+        layers["network_namespace"] = [False, f"the worker's network namespace could not be confirmed empty "
+                                              f"(namespace {netns!r}, interfaces {interfaces!r})"]
+    caps = checks.get("capabilities")
+    wanted = CAPABILITY_SETS if plan["own_uid"] else ("CapInh", "CapPrm", "CapEff", "CapAmb")  # no CAP_SETPCAP
+    held = [name for name in wanted if not isinstance(caps, dict) or caps.get(name, 1)]
+    ids = checks.get("ids") or [[], [], [None]]
+    uid_ok = all(i == plan["uid"] for i in ids[0]) and len(ids[0]) == 3
+    if plan["own_uid"]:
+        uid_ok = uid_ok and ids[1] == [plan["uid"]] * 3 and ids[2] == []
+    if held or not uid_ok:
+        refute("identity", f"capability sets {held} not empty" if held else f"uids/gids/groups {ids}")
+    limits = checks.get("rlimits") or []
+    problems = []
+    if len(limits) != 16 or any(soft != hard for soft, hard in limits):
+        problems.append("a soft limit below its hard one")
+    else:
+        want = {resource.RLIMIT_CPU: plan["cpu_s"], resource.RLIMIT_FSIZE: plan["file_size"],
+                resource.RLIMIT_NOFILE: plan["open_files"], resource.RLIMIT_CORE: 0,
+                resource.RLIMIT_NPROC: plan["tasks"] if plan["own_uid"] else checks.get("tasks")}
+        problems += [f"limit {which} is {limits[which][0]}, not {value}" for which, value in want.items()
+                     if limits[which][0] != value]
+        address_space = limits[resource.RLIMIT_AS][0]
+        if address_space == resource.RLIM_INFINITY or address_space < plan["address_space"]:
+            problems.append(f"an address-space limit of {address_space}")
+    if problems:
+        refute("rlimits", "; ".join(problems))
+    confirmed = {"landlock_fs": "listing / and making a file in /tmp (both open to anyone by file modes) refused",
+                 "identity": f"uid {plan['uid']}, capability sets {'/'.join(wanted)} empty",
+                 "rlimits": "getrlimit gives the configured limits, soft = hard"}
+    for name, what in confirmed.items():
+        if layers.get(name, [False])[0]:
+            layers[name][1] += f"; checked in the worker: {what}"
+    listing = checks.get("pool_root_lists")
+    if "sessions_apart" not in layers:
+        layers["sessions_apart"] = [False, "not checked by the worker"]
+    elif listing != [plan["session_dir"]]:
+        refute("sessions_apart", f"the pool root shows {listing!r}")
+    elif layers["sessions_apart"][0]:
+        layers["sessions_apart"][1] += "; checked in the worker: the pool root shows only its own session"
+    return layers
 
 
 def _layer_active(layers: dict, name: str) -> bool:
@@ -1054,8 +1269,9 @@ def _build_report(config: SandboxConfig, hello: dict, layers: dict, probes: dict
         layer("landlock_fs", "not applied"),
         layer("landlock_net", "not applied"),
         layer("landlock_scope", "not applied"),
-        Layer("network_namespace", bool(hello["netns"][0]), hello["netns"][1]),
+        layer("network_namespace", hello["netns"][1]),
         layer("identity", "not applied"),
+        layer("sessions_apart", "not applied"),
         layer("rlimits", "not applied"),
         memory,
         quota,

@@ -8,24 +8,31 @@ forks, and hands the parent its end plus a pidfd of the child over SCM_RIGHTS, s
 signal the worker race-free even though the worker is not its child.
 
 The worker locks itself down before it reads any model code (order matters: each step needs what the
-next one takes away): chdir, a fresh environment, rlimits, every fd closed but its channel, stdin,
-stdout and stderr on /dev/null, no-new-privs, capabilities dropped, Landlock, seccomp last. It then
-runs cells: `exec` in one namespace that persists across cells, stdout/stderr in capped in-memory
-buffers, a soft per-cell timer that raises TimeoutError in the code.
+next one takes away): as root a private mount namespace (other sessions hidden, Python reachable without
+a capability), chdir, a fresh environment, rlimits, every fd closed but its channel, stdin, stdout and
+stderr on /dev/null, no-new-privs, its own uid and no capabilities, Landlock, seccomp last; along the
+way it records what it can observe of each layer on itself, for the parent to judge. It then runs
+cells (`exec` in one namespace that persists across cells, stdout/stderr in capped in-memory buffers, a
+soft per-cell timer that raises TimeoutError in the code) and decodes the images the parent sends it
+(runtime.sandbox.decode), so that no decoder ever runs on them in the parent.
 
-Frames both ways are a 4-byte big-endian length and a UTF-8 JSON object. The parent never unpickles
-anything a worker sends, and treats an oversized or malformed frame as a crashed worker.
+Frames are a big-endian length and a UTF-8 JSON object (or raw bytes: an image file, pixels); a worker's
+frames also carry the id of the request they answer, so that the parent can drop one sent for no request
+unread. The parent never unpickles anything a worker sends, and treats an oversized or malformed frame as
+a worker sending garbage, which it ends.
 """
 
 from __future__ import annotations
 
 import builtins
+import ctypes
 import gc
 import importlib
 import io
 import json
 import linecache
 import os
+import resource
 import select
 import signal
 import socket
@@ -39,6 +46,9 @@ from runtime.sandbox import isolation
 
 HEADER = struct.Struct(">I")
 REQUEST_LIMIT = 16 << 20  # parent -> worker / zygote (code, session spec)
+# worker -> parent: the body's length and the id of the request it answers, so that the parent can drop a frame
+# sent for no request of its own without parsing it
+REPLY_HEADER = struct.Struct(">II")
 
 
 class ProtocolError(Exception):
@@ -54,7 +64,7 @@ def send_frame(sock: socket.socket, message: dict) -> None:
     sock.sendall(encode_frame(message))
 
 
-def _read(sock: socket.socket, size: int, deadline: float | None) -> bytes:
+def read_exact(sock: socket.socket, size: int, deadline: float | None) -> bytes:
     chunks, need = [], size
     while need:
         if deadline is not None:
@@ -80,13 +90,26 @@ def decode_body(body: bytes) -> dict:
     return message
 
 
+def send_reply(sock: socket.socket, request_id: int, message: dict) -> None:
+    data = json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode()
+    sock.sendall(REPLY_HEADER.pack(len(data), request_id) + data)
+
+
+def send_raw(sock: socket.socket, request_id: int | None, data) -> None:
+    """Bytes as they are (pixels, an image file), framed like a reply (an id) or a request (none)."""
+    view = memoryview(data).cast("B")
+    header = HEADER.pack(len(view)) if request_id is None else REPLY_HEADER.pack(len(view), request_id)
+    sock.sendall(header)
+    sock.sendall(view)
+
+
 def recv_frame(sock: socket.socket, limit: int, deadline: float | None = None) -> dict:
     """One frame. EOFError when the other end is gone, TimeoutError past `deadline` (time.monotonic),
     ProtocolError for a frame over `limit` bytes or one that is not a JSON object."""
-    (size,) = HEADER.unpack(_read(sock, HEADER.size, deadline))
+    (size,) = HEADER.unpack(read_exact(sock, HEADER.size, deadline))
     if size > limit:
         raise ProtocolError(f"a {size}-byte frame (the limit is {limit})")
-    return decode_body(_read(sock, size, deadline))
+    return decode_body(read_exact(sock, size, deadline))
 
 
 # --- the zygote -----------------------------------------------------------------------------------------
@@ -237,23 +260,39 @@ class RefusedLayer(Exception):
     """A required isolation layer could not be applied: the worker must not run code."""
 
 
-def _lock_down(chan: socket.socket, spec: dict, zygote_pid: int) -> dict:
-    """Apply every layer, in order; returns {layer: [active, detail]}."""
-    layers = {}
+def _lock_down(chan: socket.socket, spec: dict, zygote_pid: int) -> tuple[dict, dict]:
+    """Apply every layer, in order; returns ({layer: [active, detail]}, checks): the checks are facts
+    the worker observed about itself once the layers were on, for the parent to judge."""
+    layers, checks = {}, {}
     require = set(spec["require"])
+    uid = spec["uid"]  # as root: the session's own uid; otherwise None (stay the pool's user)
+    if uid is not None:  # while still root: the mounts need CAP_SYS_ADMIN, the listing the pool root's owner
+        try:
+            read_paths = [*isolation.SYSTEM_READ_DIRS, *isolation.SYSTEM_READ_FILES]
+            read_paths += [path for group in isolation.python_read_paths() for path in group]
+            layers["sessions_apart"] = [True, isolation.private_mounts(
+                spec["pool_root"], spec["session_dir"], [p for p in read_paths if os.path.exists(p)])]
+        except OSError as err:
+            layers["sessions_apart"] = [False, f"no private mount namespace: {err}"]
+        checks["pool_root_lists"] = _listing(spec["pool_root"])
+    else:
+        layers["sessions_apart"] = [False, "the pool does not run as root: no private mount namespace, so the "
+                                           "code can learn other sessions' file names with stat (Landlock still "
+                                           "denies reading them, seccomp denies watching them)"]
     os.chdir(spec["work_dir"])
     os.environ.clear()
     os.environ.update(spec["env"])
     if "tempfile" in sys.modules:
         sys.modules["tempfile"].tempdir = None  # re-read TMPDIR
     old_nofile = os.sysconf("SC_OPEN_MAX")
-    uid = spec["uid"]  # as root: the session's own uid; otherwise None (stay the pool's user)
     # RLIMIT_NPROC counts every task of the uid: a uid of its own gets the whole budget, a shared one
     # gets what it has now plus the budget
     tasks = spec["max_tasks"] if uid is not None else isolation.count_tasks(os.getuid()) + spec["max_tasks"]
     layers["rlimits"] = [True, isolation.set_limits(
         isolation.vm_size() + (spec["address_space_mb"] << 20), spec["cpu_s"], spec["file_size_mb"] << 20,
         spec["max_open_files"], tasks)]
+    checks["rlimits"] = [list(resource.getrlimit(n)) for n in range(16)]
+    checks["tasks"] = tasks
     keep = chan.fileno()
     os.closerange(3, keep)
     os.closerange(keep + 1, max(1024, min(old_nofile, 1 << 16)))
@@ -264,7 +303,7 @@ def _lock_down(chan: socket.socket, spec: dict, zygote_pid: int) -> dict:
     isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
     try:
         if uid is not None:
-            layers["identity"] = [True, isolation.become(uid, spec["keep_read_search"])]
+            layers["identity"] = [True, isolation.become(uid)]
             isolation.die_with_parent(zygote_pid)  # a credential change clears PR_SET_PDEATHSIG
         else:
             held = isolation.capabilities()
@@ -278,7 +317,17 @@ def _lock_down(chan: socket.socket, spec: dict, zygote_pid: int) -> dict:
             pass
         layers["identity"] = [False, f"could not drop privileges: {err}"]
     isolation.prctl(isolation.PR_SET_DUMPABLE, 0)  # no ptrace / /proc/<pid>/mem by same-uid processes
+    # now, while /proc is readable (Landlock hides it) and netlink sockets work (seccomp refuses them)
+    checks["ids"] = [list(os.getresuid()), list(os.getresgid()), os.getgroups()]
+    checks["capabilities"] = _observe(isolation.capability_sets)
+    checks["netns"] = _observe(lambda: os.stat("/proc/self/ns/net").st_ino)
+    checks["interfaces"] = _observe(lambda: sorted(name for _, name in socket.if_nameindex()))
     layers.update(_landlock(spec, "landlock" in require))
+    # what only Landlock refuses: DAC lets anyone list / and make a file in /tmp (1777)
+    checks["landlock"] = {
+        "list /": _errno_of(lambda: os.close(os.open("/", os.O_RDONLY | os.O_DIRECTORY))),
+        "make a file in /tmp": _errno_of(lambda: os.close(os.open("/tmp", os.O_TMPFILE | os.O_WRONLY, 0o600))),
+    }
     if spec["seccomp"]:
         try:
             layers["seccomp"] = [True, isolation.install_seccomp(os.getpid())]
@@ -288,7 +337,67 @@ def _lock_down(chan: socket.socket, spec: dict, zygote_pid: int) -> dict:
             layers["seccomp"] = [False, f"unavailable: {err}"]
     else:
         layers["seccomp"] = [False, "switched off by SandboxConfig(disable=('seccomp',))"]
-    return layers
+    checks["syscalls"] = _refused_calls()
+    return layers, checks
+
+
+def _observe(read):
+    """What `read()` returns, or the error it raised as text (a check that could not look)."""
+    try:
+        return read()
+    except OSError as err:
+        return f"{type(err).__name__}: {err}"
+
+
+def _errno_of(action) -> int:
+    """0 if `action()` worked, else its errno."""
+    try:
+        action()
+        return 0
+    except OSError as err:
+        return err.errno or -1
+
+
+def _listing(path: str):
+    try:
+        return sorted(os.listdir(path))
+    except OSError as err:
+        return f"{type(err).__name__}: {err}"
+
+
+# socket families whose socket() seccomp must refuse (AF_PACKET also needs CAP_NET_RAW), with a type each
+SOCKET_FAMILIES = {"AF_INET": "SOCK_STREAM", "AF_INET6": "SOCK_STREAM", "AF_UNIX": "SOCK_STREAM",
+                   "AF_NETLINK": "SOCK_RAW", "AF_PACKET": "SOCK_RAW", "AF_VSOCK": "SOCK_STREAM",
+                   "AF_ALG": "SOCK_SEQPACKET"}
+# calls that reach other sessions or hold memory outside the limits, with arguments the kernel would reject
+# (EFAULT, EBADF, EINVAL), so a call that gets through does nothing; seccomp answers EPERM first
+REFUSED_CALLS = {"inotify_init1": (0x7FFF0000,), "inotify_add_watch": (-1, None, 0),
+                 "fanotify_mark": (-1, 0, 0, -1, None), "setxattr": (None, None, None, 0, 0),
+                 "lsetxattr": (None, None, None, 0, 0), "fsetxattr": (-1, None, None, 0, 0),
+                 "removexattr": (None, None), "lremovexattr": (None, None), "fremovexattr": (-1, None),
+                 "setxattrat": (-1, None, 0, None, None, 0), "removexattrat": (-1, None, 0, None)}
+
+
+def _refused_calls() -> dict[str, int]:
+    """The errno of each call seccomp must refuse (0: it worked)."""
+    results = {}
+    for family, kind in SOCKET_FAMILIES.items():
+        if hasattr(socket, family):
+            number, kind = getattr(socket, family), getattr(socket, kind)
+            results[f"socket({family})"] = _errno_of(lambda: socket.socket(number, kind).close())
+    results["socketpair"] = _errno_of(lambda: [end.close() for end in socket.socketpair()])
+    table = isolation.syscall_table() or {}
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    for name, args in REFUSED_CALLS.items():
+        if name in table:
+            ctypes.set_errno(0)
+            value = libc.syscall(ctypes.c_long(table[name]), *(ctypes.c_long(a) if isinstance(a, int) else a
+                                                               for a in args))
+            results[name] = ctypes.get_errno() if value == -1 else 0
+            if value >= 0 and name == "inotify_init1":
+                os.close(value)
+    return results
 
 
 def _landlock(spec: dict, required: bool) -> dict:
@@ -319,12 +428,12 @@ def _worker_main(chan: socket.socket, spec: dict, zygote_pid: int) -> None:
     os.setsid()  # alone in a process group: kill(0) and kill(-pid) can reach only itself
     isolation.die_with_parent(zygote_pid)
     try:
-        layers = _lock_down(chan, spec, zygote_pid)
+        layers, checks = _lock_down(chan, spec, zygote_pid)
     except (RefusedLayer, OSError) as err:
-        send_frame(chan, {"ready": False, "error": str(err)})
+        send_reply(chan, 0, {"ready": False, "error": str(err)})
         os._exit(1)
     sys.dont_write_bytecode = True
-    send_frame(chan, {"ready": True, "pid": os.getpid(), "layers": layers})
+    send_reply(chan, 0, {"ready": True, "pid": os.getpid(), "layers": layers, "checks": checks})
     _serve_cells(chan, spec["max_output_chars"])
 
 
@@ -408,17 +517,44 @@ def _serve_cells(chan: socket.socket, limit: int) -> None:
     while True:
         try:
             request = recv_frame(chan, REQUEST_LIMIT)
+            if request.get("op") == "run":
+                count += 1
+                reply = _run_cell(namespace, request["code"], f"<cell {count}>", float(request["timeout"]), limit)
+                send_reply(chan, request["id"], reply)
+            elif request.get("op") == "decode":
+                (size,) = HEADER.unpack(read_exact(chan, HEADER.size, None))
+                _decode_image(chan, request, read_exact(chan, size, None))
+            else:
+                os._exit(0)
         except (EOFError, OSError, ProtocolError):
             os._exit(0)
-        if request.get("op") != "run":
-            os._exit(0)
-        count += 1
-        reply = _run_cell(namespace, request["code"], f"<cell {count}>", float(request["timeout"]), limit)
-        reply["id"] = request["id"]
-        try:
-            send_frame(chan, reply)
-        except OSError:
-            os._exit(0)
+
+
+def _decode_image(chan: socket.socket, request: dict, data: bytes) -> None:
+    """Decode one image file under a timer and send its pixels: a reply with their shape, then the raw bytes."""
+    import numpy as np
+
+    from runtime.sandbox.decode import decode
+
+    _Timer.fired, _Timer.limit, _Timer.running = False, float(request["timeout"]), True
+    signal.setitimer(signal.ITIMER_REAL, _Timer.limit)
+    try:
+        pixels = decode(data, request["mode"], int(request["max_pixels"]), int(request["max_bytes"]))
+    except BaseException as exc:  # noqa: BLE001 - whatever the file does to the decoder is the parent's answer
+        if _Timer.fired:
+            error = f"decoding took longer than {_Timer.limit:g} s"
+        elif isinstance(exc, ValueError):  # the caps' and tools.images' own refusals say what is wrong
+            error = str(exc)[:2000]
+        else:
+            error = f"{type(exc).__name__}: {exc}"[:2000]
+        send_reply(chan, request["id"], {"ok": False, "error": error})
+        return
+    finally:
+        _Timer.running = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
+    send_reply(chan, request["id"], {"ok": True, "shape": list(pixels.shape)})
+    send_raw(chan, request["id"], pixels)
 
 
 def _run_cell(namespace: dict, code: str, filename: str, timeout: float, limit: int) -> dict:

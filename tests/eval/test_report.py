@@ -59,10 +59,12 @@ def run(tmp_path_factory):
     assert len(json.loads(spot.answer)) == 1  # the hand-computed IoU below
     wrong = {s.id: "A" if s.answer != "A" else "B" for s in maze}
     failing = {"name": maze[1].calls[0]["name"], "arguments": {**maze[1].calls[0]["arguments"], "image_index": 9}}
+    refusing = _with_tools(maze[2], maze[2].answer)
+    refusing.refuse_image("huge.png", "its 300.0 MB of pixels are over the 256.0 MB of images the episode may hold")
     tools = [
         _record(maze[0], _with_tools(maze[0], maze[0].answer), "tools", run_dir, 1.0, (1000, 100)),
         _record(maze[1], _with_tools(maze[1], wrong[maze[1].id], [failing]), "tools", run_dir, 2.0, (1000, 100)),
-        _record(maze[2], _with_tools(maze[2], maze[2].answer), "tools", run_dir, 3.0, (1000, 100)),
+        _record(maze[2], refusing, "tools", run_dir, 3.0, (1000, 100)),
         _record(spot, _with_tools(spot, json.dumps([*json.loads(spot.answer), 99])), "tools", run_dir, 4.0,
                 (1000, 100)),
         _record(jigsaw, _with_tools(jigsaw, jigsaw.answer), "tools", run_dir, 5.0, (1000, 100)),
@@ -85,7 +87,7 @@ def test_summary_with_tools(run):
     _, _, _, summary = run
     tools = summary["modes"]["tools"]["overall"]
     assert tools["n"] == 5 and tools["accuracy"] == pytest.approx(0.7)
-    assert tools["unscored"] == 0 and tools["errors"] == 0
+    assert tools["unscored"] == 0 and tools["errors"] == 0 and tools["images_refused"] == 1
     assert tools["tool_call_rate"] == 1.0
     assert tools["calls_per_episode"] == pytest.approx(16 / 5)  # maze 1 + 2 + 1, spot 3, jigsaw 9
     assert tools["tool_success_rate"] == pytest.approx(15 / 16)  # the failed extra call
@@ -141,7 +143,8 @@ def test_report_tables(run):
                  "| **overall** | 70.0% | 5 | 40.0% | 5 | +30.0 pts |",
                  "| answer | 5 | 4 |", "| error | 0 | 1 |",
                  "| crop | 11 | 0 |", "| draw_polygon | 4 | 0 |",
-                 "| tools | 4.20 | 0 | 0 | 0 | 0 | 3.00 | 5000 | 500 |", "| no_tools | 0.80 | 1 | 0 | 0 | 1 | 1.25 | 2000 | 80 |"]:
+                 "| tools | 4.20 | 0 | 0 | 0 | 1 | 0 | 3.00 | 5000 | 500 |",
+                 "| no_tools | 0.80 | 1 | 0 | 0 | 0 | 1 | 1.25 | 2000 | 80 |"]:
         assert line in report.splitlines(), line
     assert "Overthink (Agentic-MME)" in report and "Chain MAE (VTC-Bench)" in report
 

@@ -172,6 +172,22 @@ def test_code_images_stop_at_the_image_budget(pool):
     assert "Not shown: 2.png" in [m for m in episode.trajectory.messages if m["role"] == "tool"][0]["content"][-1]["text"]
 
 
+def test_code_images_past_the_episodes_image_memory_are_refused_and_counted(pool):
+    profile, toolbox = toolbox_for("thyme", pool)
+    from runtime.profiles import Budgets
+    episode = toolbox.start(profile, "q", [demo_image(16, 16)], budgets=Budgets(max_image_mb=1))
+    code = ("<code>import os\nfrom PIL import Image\nout = os.environ['PROCESSED_IMAGE_SAVE_PATH']\n"
+            "Image.new('RGB', (500, 500)).save(os.path.join(out, 'a.png'))\n"  # 0.72 MB: fits
+            "Image.new('RGB', (400, 400)).save(os.path.join(out, 'b.png'))\n"  # 0.46 MB more: over 1 MB
+            "open(os.path.join(out, 'c.png'), 'wb').write(b'not a png')</code>")
+    scripted([episode], lambda e: [code, "<answer>x</answer>"], toolbox)
+    assert [a.shape for a in episode.workspace[1:]] == [(500, 500, 3)]
+    text = [m for m in episode.trajectory.messages if m["role"] == "tool"][0]["content"][-1]["text"]
+    assert "Not shown: b.png (its 0.5 MB of pixels are over the 0.3 MB of images" in text
+    assert "Not shown: c.png (" in text and "cannot read the image data: cannot identify image file)" in text
+    assert len(episode.trajectory.meta["refused_images"]) == 2
+
+
 def test_start_without_an_image_is_refused_before_a_session_opens(pool):
     profile, toolbox = toolbox_for("agentic_mme_gen", pool)
     with pytest.raises(ValueError, match="at least one image"):
@@ -184,3 +200,16 @@ def test_for_profile_gives_the_trained_tools(pool):
     assert list(ToolBox.for_profile(get_profile("thyme"), sandbox=pool).code_tools) == ["python"]
     with pytest.raises(ValueError, match="share a name"):
         ToolBox(None, [get_code_tool("thyme"), get_code_tool("pyvision")], sandbox=pool)
+
+
+@pytest.mark.parametrize("forged", ['{"ok": "true", "stdout": "", "stderr": "", "new": 5}',
+                                    '{"ok": {"a": 1}, "stdout": "", "stderr": "", "new": []}',
+                                    '{"ok": "true", "stdout": "", "stderr": "", "new": [1], "extra": 2}',
+                                    "[" * 100_000 + "]" * 100_000, '"just a string"'])
+def test_a_visualtoolbench_result_line_the_code_forged_is_only_data(forged):
+    from runtime.code_tools import VTB_MARK, vtb_result
+    from runtime.sandbox import CellResult
+
+    result = CellResult(True, f"printed\n{VTB_MARK}{forged}\n", "", None, False, False)
+    assert vtb_result(result) == {"ok": "false", "stdout": result.stdout, "stderr": "", "new": []}
+    assert vtb_result(result, interpreter=True) == {"stdout": result.stdout, "stderr": ""}

@@ -248,7 +248,8 @@ def test_failing_prelude_is_a_clear_error(pool):
 
 def test_session_dirs_are_private_and_deleted_on_close(pool):
     session = pool.session(inputs={"a.png": png_bytes()})
-    assert stat.S_IMODE(session.directory.stat().st_mode) == 0o700
+    # as root the session dir is the pool's: the worker's group may only pass through it
+    assert stat.S_IMODE(session.directory.stat().st_mode) == (0o710 if os.geteuid() == 0 else 0o700)
     # as root the work dir is the pool's, sticky, and open to the session's group alone
     assert stat.S_IMODE(session.work_dir.stat().st_mode) == (0o1770 if os.geteuid() == 0 else 0o700)
     pid = int(session.run("import os\nprint(os.getpid())").stdout)
@@ -317,8 +318,9 @@ def test_isolation_report_lists_the_layers(pool):
     assert isinstance(report, IsolationReport)
     names = [layer.name for layer in report.layers]
     assert names == ["seccomp", "landlock_fs", "landlock_net", "landlock_scope", "network_namespace",
-                     "identity", "rlimits", "memory", "disk_quota", "inputs_read_only", "frozen_between_cells",
-                     "threads_end_with_cell", "network_probe", "filesystem_probe", "signal_probe"]
+                     "identity", "sessions_apart", "rlimits", "memory", "disk_quota", "inputs_read_only",
+                     "frozen_between_cells", "threads_end_with_cell", "network_probe", "filesystem_probe",
+                     "signal_probe"]
     for name in ("seccomp", "landlock_fs", "rlimits", "memory", "threads_end_with_cell", "network_probe",
                  "filesystem_probe", "signal_probe"):
         assert report.active(name), report[name]
@@ -363,7 +365,8 @@ def test_as_root_each_session_runs_as_a_uid_of_its_own(pool):
         uids = [int(s.run("import os\nprint(os.getuid(), os.getgid(), os.getgroups())").stdout.split()[0])
                 for s in (a, b)]
         assert uids[0] != uids[1] and 0 not in uids
-        assert a.directory.stat().st_uid == uids[0] and a.output_dir.stat().st_uid == uids[0]
+        assert (a.directory.stat().st_uid, a.directory.stat().st_gid) == (0, uids[0])  # the pool's
+        assert a.output_dir.stat().st_uid == uids[0]
         assert a.work_dir.stat().st_uid == 0 and a.work_dir.stat().st_gid == uids[0]  # the pool's, sticky
         assert a.inputs_dir.stat().st_uid == 0  # inputs stay the pool's
         assert "CapEff:\t0000000000000000" in b.run(

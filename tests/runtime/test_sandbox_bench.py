@@ -21,7 +21,7 @@ def test_quick_bench_runs_and_reports_every_figure(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     report = json.loads(out.read_text())
-    for key in ("trivial_cell", "crop_save", "crop_save_in_process"):
+    for key in ("trivial_cell", "crop_save", "crop_save_in_process", "decode", "decode_in_process"):
         assert report[key]["n"] >= 5 and 0 < report[key]["p50_ms"] <= report[key]["p95_ms"], key
     assert report["trivial_cell"]["target_p50_ms"] == 30 and isinstance(report["trivial_cell"]["passed"], bool)
     for variant in ("with_torch", "without_torch"):
@@ -34,5 +34,6 @@ def test_quick_bench_runs_and_reports_every_figure(tmp_path):
                      r"target p50 <= 30 ms: (PASS|FAIL)", text)
     assert re.search(r"16 concurrent episodes on \d+ cores .*: 16/16 ok \(PASS\), wall [\d.]+ s", text)
     for phrase in ("zygote start, preloading", "zygote start without torch", "session start (fork",
-                   "crop + save of a 1024x1024 PNG", "the same code in this process"):
+                   "crop + save of a 1024x1024 PNG", "the same code in this process",
+                   "decoded by the worker (session.decode)", "to_array on it in this process"):
         assert phrase in text, phrase

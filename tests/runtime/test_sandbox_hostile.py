@@ -16,7 +16,9 @@ REQUIRED = {"tcp_connect", "udp_dns", "write_outside", "read_other_session", "fo
             "infinite_loop", "sleep_forever", "huge_output", "file_size_bomb", "thread_bomb", "kill_parent",
             "ctypes_libc", "subprocess_shell", "delete_inputs", "parent_environment", "symlink_outputs",
             "ptrace_memory", "alias_inputs", "disk_quota", "memory_outside", "thread_outlives_cell",
-            "raise_limits"}
+            "raise_limits", "image_png_rgba", "image_png_chunks", "image_tiff_strips", "image_jpeg_scans",
+            "image_nine_at_cap", "channel_stray_flood", "channel_slow_flood", "channel_huge_length",
+            "channel_garbage_body", "spy_other_session", "xattrs"}
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="the sandbox needs Linux")
 
@@ -47,3 +49,14 @@ def test_docs_security_shows_the_current_table(suite):
     docs = (ROOT / "docs" / "security.md").read_text()
     assert table in docs, ("docs/security.md is stale: paste the output of "
                            "`.venv/bin/python -m runtime.sandbox.hostile --markdown` into it")
+
+
+def test_the_image_attacks_use_the_evaluation_s_own_caps():
+    """The suite's pixel cap and per-episode image budget are the ones the toolbox decodes with (it keeps copies
+    of them so that it need not import tools, which pulls in torch)."""
+    from runtime.profiles import Budgets
+    from runtime.sandbox import hostile
+    from tools.images import DEFAULT_MAX_PIXELS
+
+    assert hostile.MAX_PIXELS == DEFAULT_MAX_PIXELS
+    assert hostile.EPISODE_IMAGE_BYTES == Budgets().max_image_mb << 20

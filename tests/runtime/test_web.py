@@ -116,7 +116,7 @@ def test_the_report_counts_the_calls_the_web_could_not_answer(tmp_path):
     offline = Web("offline").tool(SEARCH).run({"query": "x"}, None).text
     summary = write_report(tmp_path, [record("a", [offline, "found"]), record("b", [offline, offline])])
     assert summary["modes"]["tools"]["overall"]["web_unavailable"] == 3
-    assert "| tools | 0.00 | 0 | 0 | 3 | 0 | - | 0 | 0 |" in (tmp_path / "report.md").read_text().splitlines()
+    assert "| tools | 0.00 | 0 | 0 | 3 | 0 | 0 | - | 0 | 0 |" in (tmp_path / "report.md").read_text().splitlines()
 
 
 @pytest.mark.parametrize("settings, problem", [

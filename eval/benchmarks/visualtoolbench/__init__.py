@@ -37,8 +37,10 @@ from runtime.harness import Harness
 from runtime.profiles import QWEN_STOP, BoxConvention, Budgets
 from runtime.protocols import HermesProtocol, Observation, OpenAIProtocol, Protocol
 from runtime.protocols.base import END_OF_TURN, Finish, Parsed, reply_text
+from runtime.sandbox import ImageRefused
 from runtime.toolbox import ToolBox
 from runtime.trajectory import message_text, text
+from tools.registry import ToolError
 from tools.toolset import Reply, Tool, ToolSet
 from tools.toolsets import get_toolset
 
@@ -436,9 +438,10 @@ class VtbToolBox(ToolBox):
             if interpreter:
                 observations[pending.id] = Observation(str(found), error=bool(found["stderr"].strip()))
                 continue
-            indices, paths = _collected(episode, session, result, found["new"])
-            observation = vtb_observation(found, paths)
-            observations[pending.id] = Observation(str(observation), tuple(indices), error=found["ok"] != "true")
+            indices, paths, refused = _collected(episode, session, result, found["new"])
+            observation = "\n".join([str(vtb_observation(found, paths)), *refused])
+            failed = found["ok"] != "true" or bool(refused)
+            observations[pending.id] = Observation(observation, tuple(indices), error=failed)
         return episode, observations
 
 
@@ -472,19 +475,24 @@ def _turn_input(episode, session, turn: int) -> None:
         os.chmod(session.inputs_dir, 0o555)
 
 
-def _collected(episode, session, result, new: list[str]) -> tuple[list[int], list[str]]:
+def _collected(episode, session, result, new: list[str]) -> tuple[list[int], list[str], list[str]]:
     """The new transformed_image_N.png files the cell reports, as workspace images (from the sandbox's own
-    copies), and the paths the model is told."""
+    copies), the paths the model is told, and a note for each image refused (beyond the reference, whose
+    decoding has no bounds)."""
     copies = {str(session.output_dir / name): copy for copy, name in zip(result.images, result.image_names)}
-    indices, paths = [], []
+    indices, paths, refused = [], [], []
     for path in new:
         copy = copies.get(path)
         if copy is None or not TRANSFORMED.match(Path(path).name) or episode.images_left == 0:
             continue
-        with Image.open(copy) as opened:
-            indices.append(episode.add_image(np.asarray(opened.convert("RGB"))))
+        try:  # the reference opens it with PIL and converts it to RGB; here that happens in the sandbox
+            pixels = session.decode(copy, max_pixels=episode.max_pixels, max_bytes=episode.image_bytes_left, mode="rgb")
+            indices.append(episode.add_image(pixels))
+        except (ImageRefused, ToolError) as err:
+            refused.append(episode.refuse_image(Path(path).name, str(err)))
+            continue
         paths.append(path)
-    return indices, paths
+    return indices, paths, refused
 
 
 def code_tools(schemas: dict) -> list[CodeTool]:
