@@ -627,7 +627,9 @@ class SandboxSession:
         (H, W). The session's own worker decodes it (runtime.sandbox.decode: its structure checked first, then
         decoded under a timer and the worker's limits); this process only receives pixels whose shape is within
         `max_pixels` and `max_bytes`, or raises ImageRefused saying why. A worker that does not answer within
-        decode_timeout_s is ended (variables from earlier cells are lost, as after a crash)."""
+        decode_timeout_s is ended (variables from earlier cells are lost, as after a crash): the call takes no
+        longer than that, the file's reading and sending included."""
+        deadline = time.monotonic() + 0.95 * self.pool.config.decode_timeout_s  # the rest: ending a worker
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
         with self._lock:
@@ -642,12 +644,12 @@ class SandboxSession:
                 self._worker, self._needs_prelude = self.pool._spawn(self, self._enforce), True
             worker, timeout = self._worker, self.pool.config.decode_timeout_s
             self._requests += 1
-            deadline = time.monotonic() + timeout
             worker.resume()
             try:
                 # the worker's own timer answers first, so that a slow image costs it the image, not the process
+                worker.chan.settimeout(max(1e-3, deadline - time.monotonic()))  # sendall's whole duration
                 send_frame(worker.chan, {"op": "decode", "id": self._requests, "mode": mode, "max_pixels": max_pixels,
-                                         "max_bytes": max_bytes, "timeout": timeout * 0.75})
+                                         "max_bytes": max_bytes, "timeout": timeout * 0.7})
                 send_raw(worker.chan, None, data)
                 del data
                 reply = decode_body(_reply_body(worker.chan, self._requests, 65536, deadline))
@@ -667,21 +669,25 @@ class SandboxSession:
                 pixels = np.empty(shape, np.uint8)
                 _recv_into(worker.chan, memoryview(pixels).cast("B"), deadline)
             except ImageRefused:
-                if worker.freeze():  # refused with the worker's answer read whole: it goes on
-                    raise
-                self._lose_worker()
+                if not worker.freeze():  # refused with the worker's answer read whole: it goes on
+                    self._drop_worker()
                 raise
             except TimeoutError:
-                self._lose_worker()
+                self._drop_worker()
                 raise ImageRefused(f"decoding it took longer than {timeout:g} s; the Python process of the session "
                                    "was ended (variables from earlier cells are lost)") from None
             except (EOFError, OSError, ProtocolError, ValueError, RecursionError, MemoryError) as err:
-                self._lose_worker()
-                raise ImageRefused(f"the session's process {type(err).__name__}: {err} while decoding it; it was "
-                                   "ended (variables from earlier cells are lost)") from None
+                self._drop_worker()
+                raise ImageRefused(f"the session's process failed while decoding it ({type(err).__name__}: {err}) "
+                                   "and was ended (variables from earlier cells are lost)") from None
             if not worker.freeze():
-                self._lose_worker()
+                self._drop_worker()
             return pixels
+
+    def _drop_worker(self) -> None:
+        """End the worker without waiting for its exit status (the zygote reaps it): within decode's deadline."""
+        worker, self._worker = self._worker, None
+        worker.kill()
 
     def _result(self, start: float, ok: bool, stdout: str, stderr: str, error: str | None, timed_out: bool,
                 restarted: bool, images: tuple[Path, ...] = (), names: tuple[str, ...] = ()) -> CellResult:
