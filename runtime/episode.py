@@ -229,14 +229,14 @@ class Episode:
         self.trajectory.add("user", *[image(i) for i in indices], neutralised(question, tags=False))
         self.state, self.stop_reason, self.answer = State.GENERATING, None, None
 
-    def add_image(self, picture) -> int:
+    def add_image(self, picture, name: str = "the tool's image") -> int:
         """A tool's image into the workspace: within max_pixels, and within the memory the episode's tool images
-        may take (ImageBudgetError past it)."""
+        may take (past it: ImageBudgetError, its refusal recorded as `refuse_image` does)."""
         array = to_array(picture, self.max_pixels)
         if array.nbytes > self.image_bytes_left:
-            raise ImageBudgetError(f"its {array.nbytes / 2**20:.1f} MB of pixels are over the "
-                                   f"{self.image_bytes_left / 2**20:.1f} MB of images this episode may still hold "
-                                   f"(at most {self.budgets.max_image_mb} MB in all)")
+            raise ImageBudgetError(self.refuse_image(name, (
+                f"its {array.nbytes / 2**20:.1f} MB of pixels are over the {self.image_bytes_left / 2**20:.1f} MB "
+                f"of images this episode may still hold (at most {self.budgets.max_image_mb} MB in all)")))
         self._tool_image_bytes += array.nbytes
         return self.trajectory.add_image(array)
 

@@ -21,10 +21,10 @@ import numpy as np
 from PIL import Image
 
 from runtime.code_tools import CodeContext, CodeTool, Saved, get_code_tool
-from runtime.episode import Episode
+from runtime.episode import Episode, ImageBudgetError
 from runtime.profiles import Budgets, ModelProfile
 from runtime.protocols import Observation, Protocol
-from runtime.sandbox.pool import ImageRefused
+from runtime.sandbox.pool import ImageRefused, SandboxError
 from tools.executor import Executor
 from tools.images import DEFAULT_MAX_PIXELS, to_array
 from tools.registry import ToolError
@@ -137,7 +137,7 @@ class ToolBox:
             indices, text = (), json.dumps(output.data, ensure_ascii=False, default=_plain) if output.data else ""
             if output.image is not None:
                 try:
-                    indices = (episode.add_image(output.image),)
+                    indices = (episode.add_image(output.image, f"the {pending.call.name} result"),)
                 except Exception as err:  # noqa: BLE001 - e.g. a result over the episode's max_pixels
                     results[id(episode)][pending.id] = _error(str(err))
                     continue
@@ -173,7 +173,7 @@ class ToolBox:
             except Exception as err:  # noqa: BLE001 - e.g. the sandbox could not start a worker
                 observations[pending.id] = _error(f"the sandbox failed: {err}")
                 continue
-            saved, notes = [], []
+            saved, notes, refused = [], [], False
             for copy, name in zip(result.images, result.image_names):
                 path = session.output_dir / name  # where the code saved it: what the model is told
                 if not tool.collect.match(path.name):
@@ -183,11 +183,15 @@ class ToolBox:
                     continue
                 try:  # the sandbox's own copy, decoded in the sandbox: never the file the code can still change
                     pixels = session.decode(copy, max_pixels=episode.max_pixels, max_bytes=episode.image_bytes_left)
-                    saved.append(Saved(path, episode.add_image(pixels)))
-                except (ImageRefused, ToolError) as err:
+                    saved.append(Saved(path, episode.add_image(pixels, path.name)))
+                except ImageBudgetError as err:  # the episode recorded it
+                    notes.append(str(err))
+                    refused = True
+                except (ImageRefused, SandboxError, ToolError) as err:
                     notes.append(episode.refuse_image(path.name, str(err)))
+                    refused = True
             text = "\n".join([tool.describe(result, saved), *notes]).strip("\n")
-            observations[pending.id] = Observation(text, tuple(s.index for s in saved), error=not result.ok)
+            observations[pending.id] = Observation(text, tuple(s.index for s in saved), error=not result.ok or refused)
         return episode, observations
 
     def _open_session(self, arrays: list[np.ndarray]):

@@ -116,6 +116,14 @@ def _decode_16bit_png(source, name) -> np.ndarray:
     return cv2.cvtColor(bgr, cv2.COLOR_BGRA2RGBA if bgr.shape[2] == 4 else cv2.COLOR_BGR2RGB)
 
 
+GRAY_MODES = ("1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F")  # read as (H, W); the rest as RGB
+
+
+def decoded_bytes(pil: Image.Image) -> int:
+    """The bytes `to_array` will decode an opened image to, from its header alone."""
+    return pil.width * pil.height * (1 if pil.mode in GRAY_MODES else 3)
+
+
 def _from_pil(pil: Image.Image) -> np.ndarray:
     mode = pil.mode
     if mode in ("RGB", "L"):

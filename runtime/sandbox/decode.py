@@ -22,7 +22,6 @@ MAX_PNG_ANCILLARY_CHUNKS = 1_024
 MAX_TIFF_STRIPS = 65_536  # strips or tiles listed in the first image's tables
 MAX_JPEG_SCANS = 64
 MODES = ("tirlab", "rgb")  # tools.images.to_array's rules (alpha over white, 16-bit scaled), or PIL's convert("RGB")
-GRAY = ("1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F")  # PIL modes to_array keeps 2-D
 
 
 class Refused(ValueError):
@@ -80,13 +79,13 @@ def decode(data: bytes, mode: str, max_pixels: int, max_bytes: int) -> np.ndarra
     """The first frame of an image file as uint8 (H, W, 3) or (H, W): `mode` "tirlab" follows
     tools.images.to_array, "rgb" is PIL's convert("RGB") (a benchmark's own reading). Refused before any
     pixel is decoded when its structure, its pixels or the bytes it would decode to are over the caps."""
-    from tools.images import decode_bytes, open_image_bytes
+    from tools.images import decode_bytes, decoded_bytes, open_image_bytes
 
     if mode not in MODES:
         raise Refused(f"unknown decode mode {mode!r}; choose from {list(MODES)}")
     check_structure(data)
     with open_image_bytes(data, max_pixels) as opened:  # the header only: PIL decodes lazily
-        _check_size(opened.width * opened.height * (1 if mode == "tirlab" and opened.mode in GRAY else 3), max_bytes)
+        _check_size(decoded_bytes(opened) if mode == "tirlab" else opened.width * opened.height * 3, max_bytes)
         pixels = np.asarray(opened.convert("RGB")) if mode == "rgb" else None
     if pixels is None:
         pixels = decode_bytes(data, max_pixels)

@@ -42,7 +42,8 @@ SECRET_ENV = "TIRLAB_HOSTILE_SECRET"
 MAX_PIXELS = image_bombs.CAP_SIDE ** 2
 EPISODE_IMAGE_BYTES = 256 << 20
 DECODE_LIMIT_S = 2.0  # one image, parent CPU and the decode call's wall clock (decode_timeout_s, 2 s by default)
-# more wall clock for an image the worker overruns: the parent ends it and waits (up to 1 s) for its reaping
+# more wall clock for an image whose worker overran: ended at the deadline, its successor started for the next
+# image (slack for a loaded machine)
 DECODE_KILL_S = 1.5
 CPU_FLOOR_S = 0.05  # a cell's parent CPU may exceed twice an idle cell's by this much (scheduler noise)
 ROOT = Path(__file__).resolve().parents[2]
@@ -581,16 +582,17 @@ def _place(**files: Callable[[], bytes]) -> Callable:
 
 
 # An image that decodes if its worker finishes within decode_timeout_s and is refused at the deadline otherwise:
-# which one depends on the machine (an RGBA image at the cap takes ~12 s here, most of it compositing the alpha)
+# which one depends on the machine (an RGBA image at the cap takes a few seconds here)
 DEADLINE = "longer than"
 
 
-def _image_check(expected: dict[str, str | None]) -> Callable:
+def _image_check(expected: dict[str, str | tuple | None], summary: str | None = None) -> Callable:
     """A check that decodes every collected image as the toolbox does (session.decode, within what a 256 MB
     per-episode budget has left) and requires: each one decoded or refused as `expected` (None: decoded; text:
-    refused with ImageRefused saying that; DEADLINE: either), no image costing the parent more than DECODE_LIMIT_S
-    of CPU or of wall clock (DECODE_KILL_S more for one the worker overran), the parent's memory growing by no more
-    than the episode's budget, and the session running a cell afterwards."""
+    refused with ImageRefused saying that; DEADLINE: either; a tuple: any of these), no image costing the parent
+    more than DECODE_LIMIT_S of CPU or of wall clock (DECODE_KILL_S more for one the worker overran), the
+    parent's memory growing by no more than the episode's budget, and the session running a cell afterwards.
+    `summary` stands for the list of outcomes in the table where they depend on the machine's speed."""
     def check(suite, session, result):
         from runtime.sandbox import pool as pool_module
 
@@ -624,12 +626,12 @@ def _image_check(expected: dict[str, str | None]) -> Callable:
                 shape = "x".join(str(n) for n in pixels.shape)
                 notes.append(f"{name} decoded ({shape}, {pixels.nbytes / 2**20:.0f} MB)")
             else:
-                want = expected[name]
-                if want is None or want not in reason:
+                wants = [w for w in _allowed(expected[name]) if w is not None]
+                if not any(want in reason for want in wants):
                     raise Breach(f"{name} was refused ({reason!r}), expected " + (
-                        "it decoded" if want is None else f"a refusal naming {want!r}"))
+                        f"a refusal naming one of {wants}" if wants else "it decoded"))
                 notes.append(f"{name} refused ({reason.rstrip('.')})")
-            if expected[name] not in (None, DEADLINE) and reason is None:
+            if reason is None and None not in _allowed(expected[name]) and expected[name] != DEADLINE:
                 raise Breach(f"{name} was decoded; expected a refusal naming {expected[name]!r}")
             if expected[name] == DEADLINE:  # the same words either way, for a table that does not depend on speed
                 suite.measured[name] = notes[-1]
@@ -645,10 +647,18 @@ def _image_check(expected: dict[str, str | None]) -> Callable:
             raise Breach(f"the session did not run a cell after its images were decoded: {after}")
         suite.measured.update(slowest_image_s=round(slowest, 3), most_image_cpu_s=round(cpu_most, 3),
                               memory_growth_mb=round(growth, 1))
-        return ("decoded in the sandbox: " + "; ".join(_merge(notes)) + f"; no image cost the parent over "
+        outcomes = _merge(notes)
+        if summary is not None:
+            suite.measured["outcomes"] = outcomes
+            outcomes = [summary]
+        return ("decoded in the sandbox: " + "; ".join(outcomes) + f"; no image cost the parent over "
                 f"{DECODE_LIMIT_S:g} s, its memory grew by less than the episode's {EPISODE_IMAGE_BYTES >> 20} MB; "
                 "the session runs on")
     return check
+
+
+def _allowed(want) -> tuple:
+    return want if isinstance(want, tuple) else (want,)
 
 
 def _merge(notes: list[str]) -> list[str]:
@@ -1168,7 +1178,9 @@ shutil.copyfile("over.png", "outputs/b-over.png")
 import shutil
 for n in range(1, 10):
     shutil.copyfile("cap.png", f"outputs/cap-{n}.png")
-''', _image_check({"cap-1.png": None, **{f"cap-{n}.png": "may still hold" for n in range(2, 10)}}),
+''', _image_check({f"cap-{n}.png": (None, "may still hold", DEADLINE) for n in range(1, 10)},
+                    "at most one of the nine decoded (192 MB; the first, unless a loaded machine makes it miss the "
+                    "decode deadline), each other one refused by the episode's budget or the deadline"),
            prepare=_place(**{"cap.png": lambda: image_bombs.png_at_cap(channels=3)})),
     Attack("channel_stray_flood", "flood its channel with frames for no request of the parent's (other ids, "
            "64 KB bodies of small-container JSON, [[],[],...]): 100,000 of them, 6.4 GB", CHANNEL + '''

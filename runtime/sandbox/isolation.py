@@ -495,22 +495,30 @@ def drop_capabilities(keep: int = 0) -> None:
         raise OSError(errno.EPERM, "capabilities still held after capset")
 
 
-def become(uid: int) -> str:
+CAP_DAC_READ_SEARCH = 2
+
+
+def become(uid: int, keep: int = 0) -> str:
     """As root: switch to `uid` (and the same gid, no supplementary groups) and drop every capability
-    (bounding, ambient, effective, permitted, inheritable). What Python needs to read is made reachable
-    by `private_mounts` first, not by a capability. A uid of its own gives the worker its own
-    RLIMIT_NPROC count (root is exempt from it) and ordinary DAC separation."""
+    (bounding, ambient, effective, permitted, inheritable) but the `keep` mask. What Python needs to read
+    is made reachable by `private_mounts` first, not by a capability; only where that namespace cannot be
+    made (a container without CAP_SYS_ADMIN) is CAP_DAC_READ_SEARCH kept for it. A uid of its own gives
+    the worker its own RLIMIT_NPROC count (root is exempt from it) and ordinary DAC separation."""
     held = capabilities()
-    for cap in range(_cap_last() + 1):  # the bounding set first, while CAP_SETPCAP is still held
+    dropped = [cap for cap in range(_cap_last() + 1) if not keep & (1 << cap)]
+    for cap in dropped:  # the bounding set first, while CAP_SETPCAP is still held
         try:
             prctl(PR_CAPBSET_DROP, cap)
         except OSError:
             pass
+    prctl(PR_SET_KEEPCAPS, 1 if keep else 0)  # keep the permitted set across setuid only to re-enable `keep`
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)  # without PR_SET_KEEPCAPS this clears the permitted and effective sets
-    drop_capabilities()
-    return f"runs as uid {uid}, its own (the pool runs as root; had 0x{held:x}), and holds no capabilities"
+    prctl(PR_SET_KEEPCAPS, 0)
+    drop_capabilities(keep)
+    kept = "keeps only CAP_DAC_READ_SEARCH" if keep else "holds no capabilities"
+    return f"runs as uid {uid}, its own (the pool runs as root; had 0x{held:x}), and {kept}"
 
 
 def capability_sets() -> dict[str, int]:
@@ -599,6 +607,17 @@ def private_mounts(pool_root: str, session_dir: str, read_paths: list[str]) -> s
     if _libc is None:
         raise OSError(errno.ENOSYS, "mount namespaces: not Linux")
     _check(_libc.unshare(ctypes.c_int(CLONE_NEWNS)), "unshare(CLONE_NEWNS)")
+    try:
+        return _set_apart(os.path.realpath(pool_root), os.path.realpath(session_dir), read_paths)
+    except OSError as err:  # half done: whatever it hid, it may not have bound back
+        raise MountsFailed(f"the private mounts failed halfway: {err}") from None
+
+
+class MountsFailed(Exception):
+    """The worker's own mount namespace exists but is not as planned: the worker must not run code."""
+
+
+def _set_apart(pool_root: str, session_dir: str, read_paths: list[str]) -> str:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     # Other sessions' tmpfs work dirs were copied into this namespace: beneath the cover they would stay
     # mounted (and their memory held) as long as this worker lives, so detach them first

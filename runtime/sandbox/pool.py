@@ -281,13 +281,12 @@ def _reply_body(chan: socket.socket, request_id: int, limit: int, deadline: floa
 
 
 def _skip(chan: socket.socket, size: int, deadline: float) -> None:
+    """Read `size` bytes and drop them, 64 KiB at a time."""
     scratch = memoryview(bytearray(min(size, 1 << 16)))
     while size:
-        chan.settimeout(max(1e-3, deadline - time.monotonic()))
-        got = chan.recv_into(scratch, min(size, len(scratch)))
-        if not got:
-            raise EOFError("the other end closed the channel")
-        size -= got
+        step = min(size, len(scratch))
+        _recv_into(chan, scratch[:step], deadline)
+        size -= step
 
 
 def _recv_into(chan: socket.socket, target: memoryview, deadline: float) -> None:
@@ -531,6 +530,7 @@ class SandboxSession:
         self._cells = 0
         self._requests = 0  # ids of the requests to the worker (cells and decodes), never reused in a session
         self._needs_prelude = False  # a worker started to decode an image has not run the prelude yet
+        self._dropped: _Worker | None = None  # ended by decode() without waiting for its exit status
         self._mounted = False  # work_dir is a tmpfs of the disk quota's size (a pool running as root)
         self._copied = [0, 0]  # bytes and files of the parent's copies of its images (they have a quota too)
 
@@ -626,12 +626,15 @@ class SandboxSession:
         """One of this session's collected images (a `CellResult.images` copy) as uint8 pixels, (H, W, 3) or
         (H, W). The session's own worker decodes it (runtime.sandbox.decode: its structure checked first, then
         decoded under a timer and the worker's limits); this process only receives pixels whose shape is within
-        `max_pixels` and `max_bytes`, or raises ImageRefused saying why. A worker that does not answer within
-        decode_timeout_s is ended (variables from earlier cells are lost, as after a crash): the call takes no
-        longer than that, the file's reading and sending included."""
-        deadline = time.monotonic() + 0.95 * self.pool.config.decode_timeout_s  # the rest: ending a worker
+        `max_pixels` and `max_bytes`, or raises ImageRefused saying why. The decode takes at most
+        decode_timeout_s, the file's sending included: a worker that has not answered by then is ended
+        (variables from earlier cells are lost, as after a crash). Where the session has no worker (its last
+        one was ended), one is started first; SandboxError if that fails, as run() would raise."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+        for name, value in (("max_pixels", max_pixels), ("max_bytes", max_bytes)):
+            if type(value) is not int or value < 0:
+                raise ValueError(f"{name} must be a non-negative int, got {value!r}")
         with self._lock:
             if self._closed:
                 raise SandboxError("decode() on a closed sandbox session")
@@ -639,19 +642,18 @@ class SandboxSession:
             path = Path(image)
             if not path.is_relative_to(collected) or ".." in path.parts or path.is_symlink() or not path.is_file():
                 raise SandboxError(f"{image} is not an image this session collected (see CellResult.images)")
-            data = path.read_bytes()
             if self._worker is None:  # ended after its cell: a fresh one decodes, the prelude runs before the next cell
-                self._worker, self._needs_prelude = self.pool._spawn(self, self._enforce), True
+                self._worker, self._needs_prelude = self._spawn(), True
             worker, timeout = self._worker, self.pool.config.decode_timeout_s
+            deadline = time.monotonic() + 0.95 * timeout  # the rest: ending a worker that overran it
             self._requests += 1
             worker.resume()
             try:
-                # the worker's own timer answers first, so that a slow image costs it the image, not the process
                 worker.chan.settimeout(max(1e-3, deadline - time.monotonic()))  # sendall's whole duration
+                # the worker's own timer answers first, so that a slow image costs it the image, not the process
                 send_frame(worker.chan, {"op": "decode", "id": self._requests, "mode": mode, "max_pixels": max_pixels,
-                                         "max_bytes": max_bytes, "timeout": timeout * 0.7})
-                send_raw(worker.chan, None, data)
-                del data
+                                         "max_bytes": max_bytes, "timer_s": 0.7 * timeout, "limit_s": timeout})
+                send_raw(worker.chan, None, path.read_bytes())
                 reply = decode_body(_reply_body(worker.chan, self._requests, 65536, deadline))
                 if not reply.get("ok"):
                     error = reply.get("error")
@@ -668,10 +670,12 @@ class SandboxSession:
                     raise ProtocolError("pixels that do not match their shape")
                 pixels = np.empty(shape, np.uint8)
                 _recv_into(worker.chan, memoryview(pixels).cast("B"), deadline)
-            except ImageRefused:
-                if not worker.freeze():  # refused with the worker's answer read whole: it goes on
-                    self._drop_worker()
-                raise
+            except ImageRefused as refused:
+                if worker.freeze():  # refused with the worker's answer read whole: it goes on
+                    raise
+                self._drop_worker()
+                raise ImageRefused(f"{refused}; the session's process could not be paused afterwards and was ended "
+                                   "(variables from earlier cells are lost)") from None
             except TimeoutError:
                 self._drop_worker()
                 raise ImageRefused(f"decoding it took longer than {timeout:g} s; the Python process of the session "
@@ -685,9 +689,16 @@ class SandboxSession:
             return pixels
 
     def _drop_worker(self) -> None:
-        """End the worker without waiting for its exit status (the zygote reaps it): within decode's deadline."""
-        worker, self._worker = self._worker, None
-        worker.kill()
+        """End the worker now, within decode's deadline; the zygote's word on how it ended is awaited before the
+        session's next worker starts (it shares the uid, and with it the task count)."""
+        self._dropped, self._worker = self._worker, None
+        self._dropped.kill()
+
+    def _spawn(self) -> _Worker:
+        if self._dropped is not None:
+            dropped, self._dropped = self._dropped, None
+            dropped.exit_status()
+        return self.pool._spawn(self, self._enforce)
 
     def _result(self, start: float, ok: bool, stdout: str, stderr: str, error: str | None, timed_out: bool,
                 restarted: bool, images: tuple[Path, ...] = (), names: tuple[str, ...] = ()) -> CellResult:
@@ -732,7 +743,7 @@ class SandboxSession:
         """A fresh worker (unless one started for decoding waits) and the prelude in it. Returns the prelude's
         error, if it failed."""
         if self._worker is None:
-            self._worker = self.pool._spawn(self, self._enforce)
+            self._worker = self._spawn()
         self._needs_prelude = False
         if self.prelude:
             result = self._run(self.prelude, self.pool.config.cell_timeout_s, time.perf_counter())
@@ -1332,8 +1343,9 @@ def _check_root(root: Path, read_dirs: list[str]) -> None:
 def _check_config(config: SandboxConfig) -> None:
     if not isinstance(config, SandboxConfig):
         raise TypeError(f"config must be a SandboxConfig, not {type(config).__name__}")
-    for name in ("cell_timeout_s", "kill_grace_s", "start_timeout_s", "memory_mb", "cpu_s", "file_size_mb",
-                 "disk_mb", "disk_files", "max_open_files", "max_tasks", "max_output_chars", "max_image_mb"):
+    for name in ("cell_timeout_s", "kill_grace_s", "start_timeout_s", "decode_timeout_s", "memory_mb", "cpu_s",
+                 "file_size_mb", "disk_mb", "disk_files", "max_open_files", "max_tasks", "max_output_chars",
+                 "max_image_mb"):
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"SandboxConfig.{name} must be a positive number, got {value!r}")

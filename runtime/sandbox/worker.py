@@ -266,14 +266,20 @@ def _lock_down(chan: socket.socket, spec: dict, zygote_pid: int) -> tuple[dict, 
     layers, checks = {}, {}
     require = set(spec["require"])
     uid = spec["uid"]  # as root: the session's own uid; otherwise None (stay the pool's user)
+    kept_capabilities = 0  # none, unless Python would be unreadable without one
     if uid is not None:  # while still root: the mounts need CAP_SYS_ADMIN, the listing the pool root's owner
+        read_paths = [*isolation.SYSTEM_READ_DIRS, *isolation.SYSTEM_READ_FILES]
+        read_paths = [p for p in read_paths + [p for group in isolation.python_read_paths() for p in group]
+                      if os.path.exists(p)]
         try:
-            read_paths = [*isolation.SYSTEM_READ_DIRS, *isolation.SYSTEM_READ_FILES]
-            read_paths += [path for group in isolation.python_read_paths() for path in group]
-            layers["sessions_apart"] = [True, isolation.private_mounts(
-                spec["pool_root"], spec["session_dir"], [p for p in read_paths if os.path.exists(p)])]
-        except OSError as err:
+            layers["sessions_apart"] = [True, isolation.private_mounts(spec["pool_root"], spec["session_dir"],
+                                                                       read_paths)]
+        except isolation.MountsFailed as err:
+            raise RefusedLayer(f"sessions apart: {err}") from None
+        except OSError as err:  # no mount namespace here (a container without CAP_SYS_ADMIN)
             layers["sessions_apart"] = [False, f"no private mount namespace: {err}"]
+            if any(isolation.closed_ancestor(p) for p in read_paths):  # Python under /root, say: read it as before
+                kept_capabilities = 1 << isolation.CAP_DAC_READ_SEARCH
         checks["pool_root_lists"] = _listing(spec["pool_root"])
     else:
         layers["sessions_apart"] = [False, "the pool does not run as root: no private mount namespace, so the "
@@ -303,7 +309,7 @@ def _lock_down(chan: socket.socket, spec: dict, zygote_pid: int) -> tuple[dict, 
     isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
     try:
         if uid is not None:
-            layers["identity"] = [True, isolation.become(uid)]
+            layers["identity"] = [True, isolation.become(uid, kept_capabilities)]
             isolation.die_with_parent(zygote_pid)  # a credential change clears PR_SET_PDEATHSIG
         else:
             held = isolation.capabilities()
@@ -371,7 +377,7 @@ SOCKET_FAMILIES = {"AF_INET": "SOCK_STREAM", "AF_INET6": "SOCK_STREAM", "AF_UNIX
                    "AF_ALG": "SOCK_SEQPACKET"}
 # calls that reach other sessions or hold memory outside the limits, with arguments the kernel would reject
 # (EFAULT, EBADF, EINVAL), so a call that gets through does nothing; seccomp answers EPERM first
-REFUSED_CALLS = {"inotify_init1": (0x7FFF0000,), "inotify_add_watch": (-1, None, 0),
+REFUSED_CALLS = {"inotify_init": (), "inotify_init1": (0x7FFF0000,), "inotify_add_watch": (-1, None, 0),
                  "fanotify_mark": (-1, 0, 0, -1, None), "setxattr": (None, None, None, 0, 0),
                  "lsetxattr": (None, None, None, 0, 0), "fsetxattr": (-1, None, None, 0, 0),
                  "removexattr": (None, None), "lremovexattr": (None, None), "fremovexattr": (-1, None),
@@ -395,7 +401,7 @@ def _refused_calls() -> dict[str, int]:
             value = libc.syscall(ctypes.c_long(table[name]), *(ctypes.c_long(a) if isinstance(a, int) else a
                                                                for a in args))
             results[name] = ctypes.get_errno() if value == -1 else 0
-            if value >= 0 and name == "inotify_init1":
+            if value >= 0 and name in ("inotify_init", "inotify_init1"):
                 os.close(value)
     return results
 
@@ -531,27 +537,32 @@ def _serve_cells(chan: socket.socket, limit: int) -> None:
 
 
 def _decode_image(chan: socket.socket, request: dict, data: bytes) -> None:
-    """Decode one image file under a timer and send its pixels: a reply with their shape, then the raw bytes."""
+    """Decode one image file under a timer and send its pixels: a reply with their shape, then the raw bytes.
+    The timer stops the decoder between two of its steps; the parent's deadline, a little later, ends the
+    process where one step alone runs past it."""
     import numpy as np
 
     from runtime.sandbox.decode import decode
 
-    _Timer.fired, _Timer.limit, _Timer.running = False, float(request["timeout"]), True
+    signal.signal(signal.SIGALRM, _on_alarm)  # the cells' code may have installed a handler of its own
+    _Timer.fired, _Timer.limit, _Timer.running = False, float(request["timer_s"]), True
     signal.setitimer(signal.ITIMER_REAL, _Timer.limit)
+    pixels, error = None, None
     try:
         pixels = decode(data, request["mode"], int(request["max_pixels"]), int(request["max_bytes"]))
     except BaseException as exc:  # noqa: BLE001 - whatever the file does to the decoder is the parent's answer
         if _Timer.fired:
-            error = f"decoding took longer than {_Timer.limit:g} s"
+            error = f"decoding it took longer than the {request['limit_s']:g} s the sandbox allows"
         elif isinstance(exc, ValueError):  # the caps' and tools.images' own refusals say what is wrong
             error = str(exc)[:2000]
         else:
             error = f"{type(exc).__name__}: {exc}"[:2000]
-        send_reply(chan, request["id"], {"ok": False, "error": error})
-        return
     finally:
         _Timer.running = False
         signal.setitimer(signal.ITIMER_REAL, 0)
+    if error is not None:
+        send_reply(chan, request["id"], {"ok": False, "error": error})
+        return
     pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
     send_reply(chan, request["id"], {"ok": True, "shape": list(pixels.shape)})
     send_raw(chan, request["id"], pixels)

@@ -241,3 +241,17 @@ def test_garbled_replies_fail_only_their_episode():
     good, bad = (toolbox.start(HERMES, "q", [demo_image(16, 16)]) for _ in range(2))
     drive(toolbox, [good, bad], [["<answer>a</answer>"], [None]])
     assert good.stop_reason is Stop.ANSWER and bad.stop_reason is Stop.FINAL_MESSAGE and bad.answer == ""
+
+
+def test_tool_images_past_the_episodes_image_memory_are_refused_and_recorded():
+    from runtime.episode import ImageBudgetError
+
+    episode = Episode.start(HERMES, "q", [demo_image(1000, 1000)], budgets=Budgets(max_image_mb=1))
+    assert episode.image_bytes_left == 1 << 20  # the task's own images are not the tools'
+    episode.add_image(np.zeros((500, 500, 3), np.uint8))
+    with pytest.raises(ImageBudgetError, match=r"^Not shown: the zoom result \(its 0.5 MB of pixels are over"):
+        episode.add_image(np.zeros((400, 400, 3), np.uint8), "the zoom result")
+    assert len(episode.workspace) == 2 and episode.image_bytes_left == (1 << 20) - 500 * 500 * 3
+    assert episode.trajectory.meta["refused_images"] == [
+        "Not shown: the zoom result (its 0.5 MB of pixels are over the 0.3 MB of images this episode may still "
+        "hold (at most 1 MB in all))"]

@@ -3,7 +3,9 @@ channel on which frames sent for no request are dropped unread and garbage ends 
 
 import io
 import os
+import socket
 import struct
+import threading
 import time
 import zlib
 
@@ -14,7 +16,7 @@ from PIL import Image
 from runtime.sandbox import ImageRefused, SandboxConfig, SandboxPool
 from runtime.sandbox.decode import (MAX_JPEG_SCANS, MAX_PNG_ANCILLARY_CHUNKS, MAX_PNG_CHUNKS, MAX_TIFF_STRIPS,
                                     Refused, check_structure, decode)
-from runtime.sandbox.pool import MAX_STRAY_FRAMES
+from runtime.sandbox.pool import MAX_STRAY_FRAMES, _skip
 from tools.images import to_array
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="the sandbox needs Linux")
@@ -161,3 +163,42 @@ def test_frames_sent_for_no_request_are_dropped_and_a_flood_ends_the_worker(pool
         huge = session.run(find + "for fd in socks():\n    os.write(fd, struct.pack('>II', 1 << 31, 99999) + b'x')")
         assert huge.restarted and "sent garbage on its channel" in huge.error
         assert session.run("print(2 + 2)").stdout == "4\n"
+
+
+def test_the_decode_timer_holds_against_a_cells_own_alarm_handler_and_the_worker_goes_on(tmp_path):
+    with SandboxPool(SandboxConfig(decode_timeout_s=0.5), root=tmp_path) as pool, pool.session() as session:
+        code = ("from PIL import Image\nImage.new('RGB', (8, 8)).save('outputs/a.png')\nkept = 1\n"
+                "import signal, time, runtime.sandbox.decode as d\n"
+                "signal.signal(signal.SIGALRM, lambda *a: None)  # would swallow the decoder's timer\n"
+                "def slow(*args):\n    for _ in range(600):\n        time.sleep(0.01)\n"
+                "d.decode = slow")
+        result = session.run(code)
+        with pytest.raises(ImageRefused, match="took longer than the 0.5 s the sandbox allows$"):
+            session.decode(result.images[0], **BIG)
+        assert session.run("print(kept)").stdout == "1\n"  # the worker's own timer answered: nothing was ended
+
+
+def test_a_decode_waiting_for_a_running_cell_is_not_charged_for_the_wait(tmp_path):
+    with SandboxPool(SandboxConfig(decode_timeout_s=0.5), root=tmp_path) as pool, pool.session() as session:
+        image = session.run("from PIL import Image\nImage.new('RGB', (8, 8)).save('outputs/a.png')").images[0]
+        cell = threading.Thread(target=session.run, args=("import time\ntime.sleep(1.2)\nkept = 2",))
+        cell.start()
+        time.sleep(0.2)  # the cell holds the session
+        assert session.decode(image, **BIG).shape == (8, 8, 3)
+        cell.join()
+        assert session.run("print(kept)").stdout == "2\n"
+
+
+def test_skipping_a_stray_frame_keeps_to_the_deadline():
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(b"x" * 10)  # 10 of the 1,000 bytes promised, then nothing
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            _skip(ours, 1000, start + 0.2)
+        assert time.monotonic() - start < 5  # generous: a loaded machine
+
+
+def test_a_decode_timeout_must_be_positive():
+    with pytest.raises(ValueError, match="decode_timeout_s must be a positive number"):
+        SandboxPool(SandboxConfig(decode_timeout_s=0))

@@ -466,3 +466,13 @@ def test_four_quarter_turns_give_the_original(device, direction):
             shapes.append(current.shape[:2])
         assert shapes == [(53, 37), (37, 53), (53, 37), (37, 53)]
         np.testing.assert_array_equal(current, image)
+
+
+@pytest.mark.parametrize("mode", ["1", "L", "LA", "I", "I;16", "F", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr"])
+def test_the_decoded_size_known_from_the_header_is_the_decoded_size(mode, tmp_path):
+    from tools.images import decoded_bytes, open_image
+
+    path = tmp_path / ("x.tiff" if mode in ("I", "F", "CMYK", "YCbCr", "PA", "I;16") else "x.png")
+    Image.new(mode, (7, 5)).save(path)
+    with open_image(path) as opened:
+        assert decoded_bytes(opened) == to_array(path).nbytes, opened.mode

@@ -37,7 +37,8 @@ from runtime.harness import Harness
 from runtime.profiles import QWEN_STOP, BoxConvention, Budgets
 from runtime.protocols import HermesProtocol, Observation, OpenAIProtocol, Protocol
 from runtime.protocols.base import END_OF_TURN, Finish, Parsed, reply_text
-from runtime.sandbox import ImageRefused
+from runtime.episode import ImageBudgetError
+from runtime.sandbox import ImageRefused, SandboxError
 from runtime.toolbox import ToolBox
 from runtime.trajectory import message_text, text
 from tools.registry import ToolError
@@ -487,8 +488,11 @@ def _collected(episode, session, result, new: list[str]) -> tuple[list[int], lis
             continue
         try:  # the reference opens it with PIL and converts it to RGB; here that happens in the sandbox
             pixels = session.decode(copy, max_pixels=episode.max_pixels, max_bytes=episode.image_bytes_left, mode="rgb")
-            indices.append(episode.add_image(pixels))
-        except (ImageRefused, ToolError) as err:
+            indices.append(episode.add_image(pixels, Path(path).name))
+        except ImageBudgetError as err:  # the episode recorded it
+            refused.append(str(err))
+            continue
+        except (ImageRefused, SandboxError, ToolError) as err:
             refused.append(episode.refuse_image(Path(path).name, str(err)))
             continue
         paths.append(path)
