@@ -47,11 +47,7 @@ def to_array(image, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
         check_pixels(image.width, image.height, max_pixels)
         return _from_pil(image)
     if isinstance(image, (str, os.PathLike)):
-        pil = open_image(image, max_pixels)
-        if _is_16bit_color_png(pil):  # PIL would keep only the high byte of each sample
-            pil.close()
-            return _from_numpy(_decode_16bit_png(image, f"image {image}"), None)
-        return _from_pil(pil)
+        return _from_file(open_image(image, max_pixels), image, f"image {image}")
     if type(image).__module__.startswith("torch"):
         return _from_numpy(_tensor_to_hwc(image), max_pixels)
     raise ToolError(
@@ -74,10 +70,14 @@ def open_image_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image
 
 def decode_bytes(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """An image file's bytes as `to_array` reads the file."""
-    pil = open_image_bytes(data, max_pixels)
-    if _is_16bit_color_png(pil):
+    return _from_file(open_image_bytes(data, max_pixels), np.frombuffer(data, np.uint8), "the image data")
+
+
+def _from_file(pil: Image.Image, source, name: str) -> np.ndarray:
+    """An opened image file's pixels; `source` (its path, or its bytes as a uint8 array) for 16-bit colour PNGs."""
+    if _is_16bit_color_png(pil):  # PIL would keep only the high byte of each sample
         pil.close()
-        return _from_numpy(_decode_16bit_png(np.frombuffer(data, np.uint8), "the image data"), None)
+        return _from_numpy(_decode_16bit_png(source, name), None)
     return _from_pil(pil)
 
 

@@ -33,7 +33,7 @@ from string import Template
 from typing import Callable
 
 from runtime.sandbox import image_bombs, isolation
-from runtime.sandbox.pool import CellResult, SandboxConfig, SandboxPool, SandboxSession, _usage
+from runtime.sandbox.pool import CellResult, ImageRefused, SandboxConfig, SandboxPool, SandboxSession, _usage
 
 SECRET_ENV = "TIRLAB_HOSTILE_SECRET"
 # What the evaluation spends on a session's outputs, at most. The pixel cap is tools.images.DEFAULT_MAX_PIXELS
@@ -594,11 +594,6 @@ def _image_check(expected: dict[str, str | tuple | None], summary: str | None = 
     parent's memory growing by no more than the episode's budget, and the session running a cell afterwards.
     `summary` stands for the list of outcomes in the table where they depend on the machine's speed."""
     def check(suite, session, result):
-        from runtime.sandbox import pool as pool_module
-
-        decode, refused_type = getattr(session, "decode", None), getattr(pool_module, "ImageRefused", None)
-        if decode is None or refused_type is None:
-            raise Breach("there is no SandboxSession.decode: the caller would decode these images in its own process")
         if list(result.image_names) != list(expected):
             raise Breach(f"collected {list(result.image_names)}, not {list(expected)}: {result.error!r}")
         left, held, notes = EPISODE_IMAGE_BYTES, [], []
@@ -607,9 +602,9 @@ def _image_check(expected: dict[str, str | tuple | None], summary: str | None = 
         for copy, name in zip(result.images, result.image_names):
             cpu, wall = _cpu_s(), time.perf_counter()
             try:
-                pixels = decode(copy, max_pixels=MAX_PIXELS, max_bytes=left)
+                pixels = session.decode(copy, max_pixels=MAX_PIXELS, max_bytes=left)
                 reason = None
-            except refused_type as err:
+            except ImageRefused as err:
                 reason = str(err)
             except Exception as err:  # noqa: BLE001 - anything else reaches the caller: a failure of its own
                 raise Breach(f"{name}: decode raised {type(err).__name__}: {err}") from None
