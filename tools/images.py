@@ -25,6 +25,7 @@ from PIL import Image
 from tools.registry import ToolError
 
 DEFAULT_MAX_PIXELS = 8192 * 8192
+_UINT8 = np.dtype(np.uint8)
 
 
 class ImageTooLargeError(ToolError):
@@ -41,6 +42,11 @@ def check_pixels(width: int, height: int, max_pixels: int = DEFAULT_MAX_PIXELS) 
 
 def to_array(image, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Any supported image as a uint8 numpy array: (H, W, 3) RGB or (H, W) gray."""
+    if type(image) is np.ndarray and image.dtype is _UINT8:
+        # Already a uint8 RGB or gray array, the usual tool input: passed through after the size check.
+        shape = image.shape
+        if (len(shape) == 2 or len(shape) == 3 and shape[2] == 3) and shape[0] * shape[1] <= max_pixels:
+            return image
     if isinstance(image, np.ndarray):
         return _from_numpy(image, max_pixels)
     if isinstance(image, Image.Image):

@@ -14,7 +14,7 @@ per sample).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -58,9 +58,14 @@ class Param:
     choices: tuple = ()
     length: int | None = None
 
+    # validate(op, value): `value` coerced to this parameter's kind, or a ToolArgumentError naming it. Built
+    # once from the fields (see `_validator`): it runs for every argument of every tool call.
+    validate: Callable[[str, Any], Any] = field(init=False, repr=False, compare=False)
+
     def __post_init__(self):
         if self.kind not in _KINDS:
             raise ValueError(f"unknown parameter kind {self.kind!r}; use one of {_KINDS}")
+        object.__setattr__(self, "validate", _validator(self))
 
     @property
     def required(self) -> bool:
@@ -84,8 +89,9 @@ class Param:
             prop["default"] = list(self.default) if isinstance(self.default, tuple) else self.default
         return prop
 
-    def validate(self, op: str, value: Any) -> Any:
-        """Coerce `value` to this parameter's kind or raise a ToolArgumentError naming it."""
+    def coerce(self, op: str, value: Any) -> Any:
+        """Coerce `value` to this parameter's kind or raise a ToolArgumentError naming it: every rule, read
+        from the fields on each call. `validate` is the same check, quicker on the usual values."""
         kind = self.kind
         if kind == "image":
             return value
@@ -134,6 +140,49 @@ class Param:
         low = "-inf" if self.low is None else f"{self.low:g}"
         high = "inf" if self.high is None else f"{self.high:g}"
         return f"[{low}, {high}]"
+
+
+_EXACT = 2**53  # integers up to this size convert to float and back exactly
+
+
+def _validator(p: Param) -> Callable[[str, Any], Any]:
+    """`p.coerce` with the usual valid values (an exact bool, str, int or float in range and among the
+    choices; a list of numbers) accepted by a few inline tests made from the fields once. Anything else,
+    every error included, goes to `p.coerce`, so what is accepted, the value and the messages are the same.
+    Numbers stay on the inline path only within +-2^53: there int -> float is exact, and NaN and the
+    infinities fail the range test."""
+    kind, coerce, allowed = p.kind, p.coerce, frozenset(p.choices)
+    lo = -_EXACT if p.low is None else max(p.low, -_EXACT)
+    hi = _EXACT if p.high is None else min(p.high, _EXACT)
+    if kind == "image":
+        return coerce
+    if kind == "bool":
+        return lambda op, value: value if value is True or value is False else coerce(op, value)
+    if kind == "str":
+        if allowed:
+            return lambda op, value: value if type(value) is str and value in allowed else coerce(op, value)
+        return lambda op, value: value if type(value) is str else coerce(op, value)
+    integer = kind in ("int", "ints")
+    types = frozenset((int,) if integer else (int, float))  # exact types: no bools, no numpy scalars
+    if kind in ("int", "float"):
+        def validate_number(op, value):
+            if type(value) in types and lo <= value <= hi and (not allowed or value in allowed):
+                return value if integer else float(value)
+            return coerce(op, value)
+
+        return validate_number
+    length = p.length
+
+    def validate_list(op, value):
+        if (type(value) is list or type(value) is tuple) and (length is None or len(value) == length):
+            for item in value:
+                if not (type(item) in types and lo <= item <= hi):
+                    break
+            else:
+                return tuple(value) if integer else tuple(map(float, value))
+        return coerce(op, value)
+
+    return validate_list
 
 
 def _add_range(prop: dict, low, high) -> None:
@@ -187,13 +236,19 @@ class Op:
     examples: tuple[dict, ...] = ({},)
     category: str = "misc"
 
+    # bind(args): validated arguments with defaults filled in, or a ToolArgumentError naming the problem
+    # (`bind_args`, made once for this op by `binder`).
+    bind: Callable[[dict], dict] = field(init=False, repr=False, compare=False)
+    # The names of the parameters that take an image, which the executor converts like the input image.
+    image_params: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "bind", binder(self.name, self.params))
+        object.__setattr__(self, "image_params", tuple(p.name for p in self.params if p.kind == "image"))
+
     @property
     def cpu_only(self) -> bool:
         return self.torch is None
-
-    def bind(self, args: dict) -> dict:
-        """Validated arguments with defaults filled in, or a ToolArgumentError naming the problem."""
-        return bind_args(self.name, self.params, args)
 
     def schema(self) -> dict:
         """The OpenAI function-calling schema for this op's own parameters."""
@@ -203,22 +258,51 @@ class Op:
 def bind_args(name: str, params: tuple[Param, ...], args: dict) -> dict:
     """Check `args` against `params`: unknown, missing, mistyped and out-of-range values are errors.
     An explicit null for an optional parameter means its default (models often write one)."""
-    if not isinstance(args, dict):
-        raise ToolArgumentError(name, None, f"arguments must be a JSON object, got {_show(args)}")
-    by_name = {p.name: p for p in params}
-    for key in args:
-        if key not in by_name:
-            known = ", ".join(by_name) or "none"
-            raise ToolArgumentError(name, key, f"is not a parameter of this tool (parameters: {known})")
-    bound = {}
-    for p in params:
-        if args.get(p.name) is not None:
-            bound[p.name] = p.validate(name, args[p.name])
-        elif p.required:
-            raise ToolArgumentError(name, p.name, "is required")
-        else:
-            bound[p.name] = p.default
-    return bound
+    return binder(name, params)(args)
+
+
+def binder(name: str, params: tuple[Param, ...]) -> Callable[[dict], dict]:
+    """`bind_args` for one tool, with the defaults and the per-parameter checks looked up once."""
+    defaults = {p.name: p.default for p in params}  # in parameter order, which the bound arguments keep
+    validators = {p.name: p.validate for p in params}
+    required = tuple(p.name for p in params if p.required)
+
+    def check_in_order(args: dict) -> dict:
+        """Parameter by parameter: the first problem reported is the same whatever the order of `args`."""
+        if not isinstance(args, dict):
+            raise ToolArgumentError(name, None, f"arguments must be a JSON object, got {_show(args)}")
+        for key in args:
+            if key not in defaults:
+                known = ", ".join(defaults) or "none"
+                raise ToolArgumentError(name, key, f"is not a parameter of this tool (parameters: {known})")
+        bound = {}
+        for p in params:
+            if args.get(p.name) is not None:
+                bound[p.name] = p.validate(name, args[p.name])
+            elif p.required:
+                raise ToolArgumentError(name, p.name, "is required")
+            else:
+                bound[p.name] = p.default
+        return bound
+
+    def bind(args: dict) -> dict:
+        # Only the given arguments are visited; any problem is reported by check_in_order.
+        if type(args) is dict:
+            bound = defaults.copy()
+            try:
+                for key, value in args.items():
+                    if value is not None:
+                        bound[key] = validators[key](name, value)
+            except Exception:  # noqa: BLE001 - an unknown name or a bad value: the ordered check says which
+                pass
+            else:
+                for key in required:
+                    if bound[key] is REQUIRED:
+                        return check_in_order(args)
+                return bound
+        return check_in_order(args)
+
+    return bind
 
 
 def function_schema(name: str, doc: str, params) -> dict:

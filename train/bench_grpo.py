@@ -1,44 +1,108 @@
 """GRPO rollout speed: generated tokens/s of train/grpo.py's tool-using rollouts, measured in one run against the
-same trainer's rollouts with tools disabled and against the same episodes run one at a time.
+same trainer's rollouts with tools disabled, generating as many tokens, and against the same episodes run one at a
+time.
 
     python train/bench_grpo.py                       # the shipped toy agentic model on rotated OCR, this CPU
     python train/bench_grpo.py --model runs/sft --prompts 16 --generations 8 --rounds 3
 
 Each configuration calls the trainer's `rollout_func` (train/rollout.py: episodes of evaluation, their image
 tools batched, HF `generate` on the policy on a CPU) on the same prompts, sampling as training does
-(temperature 1). Generated tokens are the model's own (tool results are not counted). Targets: tool-using rollouts
-at least 0.7x the tokens/s of rollouts without tools, and at least 5x the tokens/s of one episode at a time.
+(temperature 1). Generated tokens are the model's own (tool results are not counted).
+
+Without tools a model answers at once, in a few tokens, so its tokens/s would price a shorter answer rather than
+the tools. The baseline is matched instead: each round runs the tool episodes first, then the same prompts without
+tools, each episode one reply of exactly as many tokens as its tool episode generated (its end tokens masked until
+then, the end of turn forced there; a reply with a call ends its episode). Their ratio is taken round by round
+and the median round's counts. The model's own short answers without tools are shown too, for reference, with
+no target.
+
+Targets: tool-using rollouts at least 0.7x the tokens/s of the matched rollouts without tools, and at least 5x the
+tokens/s of one episode at a time.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
+
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TOOLS_TARGET, SEQUENTIAL_TARGET = 0.7, 5.0
+MATCHED, NATURAL, SEQUENTIAL = ("no tools, batched (matched lengths)", "no tools, batched (natural lengths)",
+                                "tools, one episode at a time")
 
 
-def tokens_per_s(rollouts, prompts: list, batch: int, rounds: int) -> dict:
-    """Calls `rollouts` on `prompts` `batch` prompts at a time, `rounds` times; the median round's rate."""
-    rates, calls, tokens = [], [], []
-    for _ in range(rounds):
-        start, generated, episodes_with_calls = time.perf_counter(), 0, 0
-        for first in range(0, len(prompts), batch):
-            out = rollouts(prompts[first:first + batch])
-            generated += sum(sum(mask) for mask in out["env_mask"])
-            episodes_with_calls += sum(e["tool_calls"] > 0 for e in out["episode"])
-        rates.append(generated / (time.perf_counter() - start))
-        calls.append(episodes_with_calls / len(prompts))
-        tokens.append(generated / len(prompts))
-    return {"tokens_per_s": statistics.median(rates), "call_rate": statistics.mean(calls),
-            "tokens_per_episode": statistics.mean(tokens)}
+class ExactLengths(LogitsProcessor):
+    """Row i of a batch left-padded to `width` tokens ends after exactly lengths[i] new tokens: its end tokens
+    are masked before that and `end` is forced at it. Runs before temperature and top-p, which then sample
+    among what is left."""
+
+    def __init__(self, lengths: list[int], width: int, ends: list[int], end: int):
+        self.lengths, self.width, self.ends, self.end = torch.tensor(lengths), width, list(ends), end
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        last = (self.lengths.to(scores.device) == input_ids.shape[1] - self.width + 1)[:, None]
+        masked = scores.clone()
+        masked[:, self.ends] = -float("inf")
+        forced = torch.full_like(scores, -float("inf"))
+        forced[:, self.end] = 0.0
+        return torch.where(last, forced, masked)
+
+
+class MatchedLengths:
+    """The no-tools rollouts' generator: each episode's one reply is exactly `lengths` (in prompt order, set
+    before each call of the rollouts) tokens long, the end of turn last."""
+
+    def __init__(self, generator, ends: list[int], end: int):
+        self.generator, self.ends, self.end, self.lengths = generator, ends, end, []
+
+    def __call__(self, contexts, limits):
+        if len(contexts) != len(self.lengths) or any(limit < n for limit, n in zip(limits, self.lengths)):
+            raise RuntimeError(f"matched rollouts generate one reply per episode, in one call, within its token "
+                               f"limit: {len(contexts)} contexts for {len(self.lengths)} lengths")
+        width = max(len(ids) for ids, _ in contexts)  # HFGenerator left-pads every row to the longest context
+        forcing = LogitsProcessorList([ExactLengths(self.lengths, width, self.ends, self.end)])
+        return self.generator(contexts, limits, logits_processor=forcing)
+
+    def finish(self) -> None:
+        self.generator.finish()
+
+
+@dataclasses.dataclass
+class Pass:
+    seconds: float
+    tokens: list[int]  # generated by each episode, in prompt order
+    with_calls: int  # episodes that called a tool
+
+
+def run(rollouts, prompts: list, batch: int) -> Pass:
+    """One timed pass of `rollouts` over `prompts`, `batch` prompts a call."""
+    start, tokens, with_calls = time.perf_counter(), [], 0
+    for first in range(0, len(prompts), batch):
+        out = rollouts(prompts[first:first + batch])
+        tokens += [sum(mask) for mask in out["env_mask"]]
+        with_calls += sum(e["tool_calls"] > 0 for e in out["episode"])
+    return Pass(time.perf_counter() - start, tokens, with_calls)
+
+
+def rate(one: Pass) -> float:
+    return sum(one.tokens) / one.seconds
+
+
+def summarize(passes: list[Pass]) -> dict:
+    """The median pass's tokens/s; tokens per episode and tool-call rate averaged over the passes."""
+    return {"tokens_per_s": statistics.median(rate(p) for p in passes),
+            "tokens_per_episode": statistics.mean(sum(p.tokens) / len(p.tokens) for p in passes),
+            "call_rate": statistics.mean(p.with_calls / len(p.tokens) for p in passes)}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -49,7 +113,6 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per configuration (the median counts)")
     args = parser.parse_args(argv)
 
-    import torch
     from trl.data_utils import prepare_multimodal_messages
 
     from data_gen.make import main as make_data
@@ -74,18 +137,29 @@ def main(argv: list[str] | None = None) -> dict:
         prompts = [prepare_multimodal_messages(row["prompt"], images=row["images"])
                    for row in rows for _ in range(args.generations)]  # as GRPO's sampler repeats them
         with_tools = trainer.rollouts
-        without_tools = ToolRollouts(trainer.processing_class, with_tools.profile, ToolBox(None), with_tools.budgets,
-                                     with_tools.max_completion_length, with_tools.max_tokens_per_turn,
-                                     generator=with_tools.generator)
+        processor, budgets, limit = trainer.processing_class, with_tools.budgets, with_tools.max_completion_length
+        forced = MatchedLengths(with_tools.generator, trainer.eos_token_ids, with_tools.tokens.end_of_turn_id)
+        # one reply per episode (a call in it ends the episode), which may take all of the episode's tokens
+        matched = ToolRollouts(processor, with_tools.profile, ToolBox(None), dataclasses.replace(budgets, max_turns=1),
+                               limit, limit, generator=forced)
+        natural = ToolRollouts(processor, with_tools.profile, ToolBox(None), budgets, limit,
+                               with_tools.max_tokens_per_turn, generator=with_tools.generator)
         trainer.model.eval()
-        tokens_per_s(with_tools, prompts[:args.generations], args.generations, 1)  # warm-up
-        results = {"tools, batched": tokens_per_s(with_tools, prompts, episodes, args.rounds),
-                   "no tools, batched": tokens_per_s(without_tools, prompts, episodes, args.rounds),
-                   "tools, one episode at a time": tokens_per_s(with_tools, prompts, 1, 1)}
+        run(with_tools, prompts[:args.generations], args.generations)  # warm-up
+        tools_passes, matched_passes = [], []
+        for _ in range(args.rounds):
+            tools_passes.append(run(with_tools, prompts, episodes))
+            forced.lengths = tools_passes[-1].tokens
+            matched_passes.append(run(matched, prompts, episodes))
+            if matched_passes[-1].tokens != tools_passes[-1].tokens:
+                raise RuntimeError("the matched rollouts did not generate their tool episodes' token counts")
+        results = {"tools, batched": summarize(tools_passes), MATCHED: summarize(matched_passes),
+                   NATURAL: summarize([run(natural, prompts, episodes) for _ in range(args.rounds)]),
+                   SEQUENTIAL: summarize([run(with_tools, prompts, 1)])}
     tools = results["tools, batched"]["tokens_per_s"]
-    ratios = {"no tools, batched": (tools / results["no tools, batched"]["tokens_per_s"], TOOLS_TARGET),
-              "tools, one episode at a time": (tools / results["tools, one episode at a time"]["tokens_per_s"],
-                                               SEQUENTIAL_TARGET)}
+    ratios = {MATCHED: (statistics.median(rate(t) / rate(m) for t, m in zip(tools_passes, matched_passes)),
+                        TOOLS_TARGET),
+              SEQUENTIAL: (tools / results[SEQUENTIAL]["tokens_per_s"], SEQUENTIAL_TARGET)}
     print(f"\nGRPO rollouts, {args.prompts} prompts x {args.generations} episodes, {model}, "
           f"{'GPU' if torch.cuda.is_available() else 'CPU'}")
     print("| rollouts | generated tokens/s | tokens / episode | tool-call rate | tools, batched / this | target |")

@@ -67,19 +67,42 @@ class Tokens:
         self.media_token_ids = [i for i in (self.image_token_id, getattr(processor, "video_token_id", None))
                                 if i is not None]
 
-    def encode(self, text: str, images: list[np.ndarray]) -> list[int]:
-        inputs = self.processor(text=[text], images=[pil(i) for i in images] or None, add_special_tokens=False)
-        return list(inputs["input_ids"][0])
+    def encode(self, pieces: list[tuple[str, list[np.ndarray]]]) -> list[list[int]]:
+        """The token ids of each (text, its images) piece, in one processor call: a call's fixed cost (checking
+        its arguments, starting an image batch) is most of what one short piece costs."""
+        # the call hands the images to the texts in order: a text with a placeholder too many or too few would
+        # shift every later text's images
+        placeholder = getattr(self.processor, "image_token", None)
+        if placeholder and any(text.count(placeholder) != len(images) for text, images in pieces):
+            raise RolloutError("a rendered prompt holds a different number of image placeholders than images")
+        images = [pil(image) for _, row in pieces for image in row]
+        inputs = self.processor(text=[text for text, _ in pieces], images=images or None, add_special_tokens=False)
+        return [list(ids) for ids in inputs["input_ids"]]
 
-    def start(self, prompt: Prompt) -> TokenRecord:
-        text = render_text(self.processor, prompt)
-        ids = self.encode(text, prompt.images)
-        return TokenRecord(ids, len(prompt.images), text, images=list(prompt.images),
-                           images_at_model_end=len(prompt.images))
+    def start(self, prompts: list[Prompt]) -> list[TokenRecord]:
+        if not prompts:
+            return []
+        texts = [render_text(self.processor, prompt) for prompt in prompts]
+        encoded = self.encode([(text, prompt.images) for text, prompt in zip(texts, prompts)])
+        return [TokenRecord(ids, len(prompt.images), text, images=list(prompt.images),
+                            images_at_model_end=len(prompt.images))
+                for ids, text, prompt in zip(encoded, texts, prompts, strict=True)]
 
-    def extend(self, record: TokenRecord, prompt: Prompt) -> None:
-        """Append what came back since the model's last reply (masked out of the loss)."""
-        text = render_text(self.processor, prompt)
+    def extend(self, records: list[TokenRecord], prompts: list[Prompt]) -> None:
+        """Append to each record what came back since the model's last reply (masked out of the loss)."""
+        if not records:
+            return
+        texts = [render_text(self.processor, prompt) for prompt in prompts]
+        pieces = [self._came_back(record, text, prompt) for record, text, prompt in zip(records, texts, prompts)]
+        for record, text, (_, new_images), ids in zip(records, texts, pieces, self.encode(pieces), strict=True):
+            record.completion_ids += ids
+            record.env_mask += [0] * len(ids)
+            record.logprobs += [0.0] * len(ids)
+            record.images += new_images
+            record.text = text
+
+    def _came_back(self, record: TokenRecord, text: str, prompt: Prompt) -> tuple[str, list[np.ndarray]]:
+        """The text and images a later rendering `text` of the episode adds after the model's last reply."""
         if not text.startswith(record.text):
             raise RolloutError("the chat template renders earlier turns differently in a later prompt, so one token "
                                "sequence cannot hold the episode; use a prefix-preserving template "
@@ -96,13 +119,7 @@ class Tokens:
                                              for a, b in zip(prompt.images, record.images)):
             raise RolloutError("a later prompt dropped or reordered earlier images; training needs the images in "
                                "sequence order")
-        new_images = list(prompt.images[shown:])
-        ids = self.encode(delta, new_images)
-        record.completion_ids += ids
-        record.env_mask += [0] * len(ids)
-        record.logprobs += [0.0] * len(ids)
-        record.images += new_images
-        record.text = text
+        return delta, list(prompt.images[shown:])
 
     def generated(self, record: TokenRecord, ids: list[int], logprobs: list[float] | None) -> None:
         if any(token in self.media_token_ids for token in ids):
@@ -137,7 +154,10 @@ class HFGenerator:
     def __init__(self, trainer, suppressed: list[int]):
         self.trainer, self.suppressed = trainer, suppressed
 
-    def __call__(self, contexts: list[tuple[list[int], list[np.ndarray]]], limits: list[int]) -> list[Generated]:
+    def __call__(self, contexts: list[tuple[list[int], list[np.ndarray]]], limits: list[int],
+                 logits_processor: list | None = None) -> list[Generated]:
+        """`logits_processor`: transformers LogitsProcessors added to this call's sampling (train/bench_grpo.py
+        forces reply lengths with one); rows are left-padded to the longest context."""
         from trl.models.utils import unwrap_model_for_generation
 
         trainer, args = self.trainer, self.trainer.args
@@ -162,7 +182,7 @@ class HFGenerator:
                 **inputs, max_new_tokens=max(limits), do_sample=args.temperature > 0,
                 temperature=args.temperature, top_p=args.top_p, top_k=max(args.top_k or 0, 0), min_p=args.min_p,
                 repetition_penalty=args.repetition_penalty, pad_token_id=pad,  # top_k 0: off, as in vLLM
-                suppress_tokens=self.suppressed or None)
+                suppress_tokens=self.suppressed or None, logits_processor=logits_processor)
         eos = set(trainer.eos_token_ids)
         done = []
         for row, limit in enumerate(limits):
@@ -281,13 +301,15 @@ class ToolRollouts:
         return self.output(self.last)
 
     def _round(self, waiting: list[Episode], prompts: list[Prompt], records: dict) -> list[dict]:
-        contexts, limits = [], []
+        new, continuing = [], []  # tokenized together, one processor call each
         for episode, prompt in zip(waiting, prompts, strict=True):
-            record = records.get(id(episode))
-            if record is None:
-                records[id(episode)] = record = self.tokens.start(prompt)
-            else:
-                self.tokens.extend(record, prompt)
+            (continuing if id(episode) in records else new).append((episode, prompt))
+        self.tokens.extend([records[id(episode)] for episode, _ in continuing], [prompt for _, prompt in continuing])
+        for (episode, _), record in zip(new, self.tokens.start([prompt for _, prompt in new]), strict=True):
+            records[id(episode)] = record
+        contexts, limits = [], []
+        for episode in waiting:
+            record = records[id(episode)]
             contexts.append((record.ids, record.images))
             limits.append(min(self.max_tokens_per_turn, self.max_completion_length - len(record.completion_ids)))
         outputs: list[dict | None] = [None] * len(waiting)

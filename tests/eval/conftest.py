@@ -37,13 +37,16 @@ def tiny_engine(tiny_model_dir):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
         # 32k: VTC-Bench's 35 tool schemas alone are ~14k tokens of the tiny tokenizer
+        # prompt_checks=None: every prompt the session sends (every suite and preset that runs on the engine) is
+        # also tokenized whole by the engine, and must give the ids its remembered pieces gave
         backend = VLLMEngineBackend(str(tiny_model_dir), max_model_len=32768, limit_images=4, dtype="float32",
-                                    forced_replies=True)
+                                    forced_replies=True, prompt_checks=None)
     # the engine moved this process off its worker's cores; the session's other tests start servers and runs
     # in subprocesses, which would inherit that: give it every core back
     pin_threads(psutil.Process(), cores)
     yield backend
     backend.close()
+    assert backend.prompt_tokens.mismatch is None, backend.prompt_tokens.mismatch
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,11 @@ def test_forced_tool_calls_run_real_tools_in_every_episode(tiny_engine, tasks):
     backend = CountingBackend(tiny_engine)
     loop = EvalLoop(backend, PROFILE, Sampling(max_tokens=160, temperature=1.0), toolboxes(PROFILE),
                     forced=ForcedReplies(2))
+    checked = tiny_engine.prompt_tokens.checked
     finished = list(loop.run([(task, "tools") for task in tasks]))
+    # every turn's prompt went in as token ids from remembered pieces, each the engine's own ids for its text
+    assert tiny_engine.prompt_tokens.checked - checked == 3 * len(tasks)
+    assert tiny_engine.prompt_tokens.mismatch is None
     assert sorted(f.task.id for f in finished) == sorted(t.id for t in tasks)
     for episode in finished:
         messages = episode.trajectory.messages

@@ -275,14 +275,32 @@ def test_the_recipes_parse_into_complete_runs():
     subprocess.run(["bash", "-n", str(toy.parent / "run.sh")], check=True)
 
 
-def test_the_rollout_benchmark_prints_both_ratios(capsys):
+def test_the_rollout_benchmark_prints_both_ratios_against_as_many_tokens_without_tools(capsys):
+    from train.bench_grpo import MATCHED, SEQUENTIAL
     from train.bench_grpo import main as bench
 
     result = bench(["--prompts", "2", "--generations", "2", "--rounds", "1"])
     shown = capsys.readouterr().out
     assert "| tools, batched |" in shown and shown.count("x PASS") + shown.count("x miss") == 2
-    assert set(result["ratios"]) == {"no tools, batched", "tools, one episode at a time"}
+    assert set(result["ratios"]) == {MATCHED, SEQUENTIAL}
     assert all(ratio > 0 for ratio in result["ratios"].values())
+    tools, matched = result["results"]["tools, batched"], result["results"][MATCHED]
+    assert matched["tokens_per_episode"] == tools["tokens_per_episode"] > 0
+
+
+def test_exact_lengths_end_each_row_at_its_own_length():
+    """The benchmark's baseline without tools: a row's end tokens are masked before its length, forced at it."""
+    from transformers import AutoModelForImageTextToText
+
+    from train.bench_grpo import ExactLengths
+
+    model = AutoModelForImageTextToText.from_pretrained(TOY_CHECKPOINTS / "agentic").eval()
+    end, lengths = model.generation_config.eos_token_id, [1, 4, 9, 30]
+    prompt = torch.tensor([[7, 8, 9]] * len(lengths))
+    torch.manual_seed(0)
+    output = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=True, max_new_tokens=40,
+                            pad_token_id=0, logits_processor=[ExactLengths(lengths, 3, [end], end)])
+    assert [output[row, 3:].tolist().index(end) + 1 for row in range(len(lengths))] == lengths
 
 
 class FakeVLLM:

@@ -838,10 +838,12 @@ def threshold_cv(image, mode, value, max_value, block_size, c, invert, per_chann
                    for k in range(3)]
         out = np.dstack([r[1] for r in results])
         used = [float(r[0]) for r in results]
+        nonzero = cv2.countNonZero(out.reshape(out.shape[0], -1))  # countNonZero takes one channel
     else:
         used, out = _threshold_one(gray_cv(image), mode, value, max_value, block_size, c, invert)
         used = float(used)
-    return out, {"threshold": used, "nonzero_ratio": float(cv2.countNonZero(out.reshape(out.shape[0], -1))) / out.size}
+        nonzero = cv2.countNonZero(out)
+    return out, {"threshold": used, "nonzero_ratio": float(nonzero) / out.size}
 
 
 def triangle_thresholds(hist: np.ndarray) -> np.ndarray:

@@ -168,16 +168,21 @@ def crop_box(box, units, bounds, min_side, height, width):
         x1, x2 = x1 * width / 1000.0, x2 * width / 1000.0
         y1, y2 = y1 * height / 1000.0, y2 * height / 1000.0
     x1, y1, x2, y2 = int(x1), int(y1), int(x2), int(y2)  # fractional coordinates truncate
-    x1, x2 = min(x1, x2), max(x1, x2)
-    y1, y2 = min(y1, y2), max(y1, y2)
-    if bounds == "error" and (x1 < 0 or y1 < 0 or x2 > width or y2 > height):
-        limit = "0-1000" if units == "norm1000" else f"x in [0, {width}], y in [0, {height}]"
-        raise ToolArgumentError("crop", "box", f"{_show_box(box)} lies outside the {width}x{height} image; allowed: {limit}")
-    x1, x2 = max(0, min(x1, width)), max(0, min(x2, width))
-    y1, y2 = max(0, min(y1, height)), max(0, min(y2, height))
+    # Comparisons rather than min/max calls: this runs for every crop call, twice on the OpenCV path.
+    if x1 > x2:
+        x1, x2 = x2, x1
+    if y1 > y2:
+        y1, y2 = y2, y1
+    if x1 < 0 or y1 < 0 or x2 > width or y2 > height:
+        if bounds == "error":
+            limit = "0-1000" if units == "norm1000" else f"x in [0, {width}], y in [0, {height}]"
+            raise ToolArgumentError("crop", "box",
+                                    f"{_show_box(box)} lies outside the {width}x{height} image; allowed: {limit}")
+        x1, x2 = max(0, min(x1, width)), max(0, min(x2, width))
+        y1, y2 = max(0, min(y1, height)), max(0, min(y2, height))
     if x2 <= x1 or y2 <= y1:
         raise ToolArgumentError("crop", "box", f"{_show_box(box)} selects no pixels of the {width}x{height} image (zero area); give x2 > x1 and y2 > y1 inside the image")
-    if min(x2 - x1, y2 - y1) < min_side:
+    if x2 - x1 < min_side or y2 - y1 < min_side:
         x1, y1, x2, y2 = _grow(x1, y1, x2, y2, min_side, height, width)
     return x1, y1, x2, y2
 
@@ -198,13 +203,15 @@ def _grow(x1, y1, x2, y2, min_side, height, width):
 
 
 def _zoom_size(x1, y1, x2, y2, scale):
-    return max(1, round((y2 - y1) * scale)), max(1, round((x2 - x1) * scale))
+    # At least one pixel a side: `or 1` is max(1, ...) for these non-negative sizes, at half the cost.
+    return round((y2 - y1) * scale) or 1, round((x2 - x1) * scale) or 1
 
 
 def _crop_output(args, height, width):
     x1, y1, x2, y2 = crop_box(args["box"], args["units"], args["bounds"], args["min_side"], height, width)
     size = _zoom_size(x1, y1, x2, y2, args["scale"])
-    _no_area_enlarging("crop", args["interpolation"], (y2 - y1, x2 - x1), size)
+    if args["interpolation"] == "area":
+        _no_area_enlarging("crop", "area", (y2 - y1, x2 - x1), size)
     return size
 
 
