@@ -122,13 +122,20 @@ def main() -> int:
         "chat template": (vllm_engine, "render_text"),
         "prompt token ids (remembered pieces)": (vllm_engine.PromptTokens, "__call__"),
         "image content keys": (backend._image_ids, "key"),
-        "vLLM input processing (tokenize, image preprocessing)": (engine.input_processor, "process_inputs"),
+        "vLLM input processing (image preprocessing, requests)": (engine.input_processor, "process_inputs"),
         "vLLM hand-off to the engine core": (engine.engine_core, "add_request"),
         "vLLM output processing (detokenize)": (engine.output_processor, "process_outputs"),
     }
 
-    def harness(subset, max_active, measure_cpu=False):
+    def fresh_caches():
+        # every measurement starts cold: the same images come back every round (the forced calls are seeded),
+        # and a warm multimodal cache would skip the image preprocessing and the vision tower a run pays once
         backend.llm.reset_prefix_cache()
+        backend.llm.reset_mm_cache()
+        engine.reset_encoder_cache()
+
+    def harness(subset, max_active, measure_cpu=False):
+        fresh_caches()
         loop = EvalLoop(backend, profile, sampling, toolboxes(profile), max_active=max_active, forced=forced)
         if measure_cpu:
             for name, (owner, attribute) in parts.items():
@@ -158,7 +165,7 @@ def main() -> int:
 
     def batch(conversations, lengths):
         params = [SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True, temperature=1.0) for n in lengths]
-        backend.llm.reset_prefix_cache()
+        fresh_caches()
         start = time.perf_counter()
         outputs = backend.llm.chat(conversations, params, use_tqdm=False)
         return sum(len(o.outputs[0].token_ids) for o in outputs), time.perf_counter() - start
@@ -167,11 +174,14 @@ def main() -> int:
     if args.image_mp:
         sizes = [image.shape[0] * image.shape[1] / 1e6 for task in tasks for image in task.images]
         print(f"task images scaled to {min(sizes):.2f}-{max(sizes):.2f} MP")
-    # warm-up at full size: the first round of 64 episodes paid one-off costs (the engine's and the allocator's
-    # first batches of that size) and ran 10-25% slower than the next ones, which a long evaluation does not see
+    # warm-up at full size, every measurement once: one-off costs of the first batches of that size are not
+    # what a long evaluation sees
     _, _, finished = harness(tasks, len(tasks))
     plain = [_with_images(messages, images) for messages, images in first_turns]
     batch(plain, [f.completion_tokens for f in finished])
+    by_id = {f.task.id: f for f in finished}
+    batch([_with_images(messages, images, more=_tool_images(by_id[task.id]))
+           for (messages, images), task in zip(first_turns, tasks)], [f.completion_tokens for f in finished])
     names = {"matched": "each as many tokens as its episode", "equal": "each the mean",
              "matched + tool images": "as matched, each prompt also showing its episode's tool images"}
     ratios = {name: [] for name in names}

@@ -291,8 +291,9 @@ def binder(name: str, params: tuple[Param, ...]) -> Callable[[dict], dict]:
             bound = defaults.copy()
             try:
                 for key, value in args.items():
+                    validate = validators[key]  # an unknown name, even with a null value: the ordered check says so
                     if value is not None:
-                        bound[key] = validators[key](name, value)
+                        bound[key] = validate(name, value)
             except Exception:  # noqa: BLE001 - an unknown name or a bad value: the ordered check says which
                 pass
             else:

@@ -32,12 +32,14 @@ class PromptTokens:
         self.whole = whole
         self.checks_left = checks
         self.capacity = capacity
-        # added tokens the tokenizer matches as they are (no stripping around them, no normalizing), which it
-        # splits the text at before tokenizing what lies between
-        self.added = {token.content: token_id for token_id, token in tokenizer.added_tokens_decoder.items()
-                      if not (token.lstrip or token.rstrip or token.single_word or token.normalized)}
+        # the added tokens the tokenizer splits the text at before tokenizing what lies between (those it
+        # matches after normalizing come later, inside the pieces); one that strips the text around it or
+        # matches only whole words would move the splits, so such a tokenizer's prompts are tokenized whole
+        added = {token_id: token for token_id, token in tokenizer.added_tokens_decoder.items() if not token.normalized}
+        self.added = {token.content: token_id for token_id, token in added.items()}
         contents = sorted(self.added, key=len, reverse=True)  # the longest first, as the tokenizer matches
-        self.split = re.compile("(" + "|".join(map(re.escape, contents)) + ")").split if contents else None
+        plain = not any(token.lstrip or token.rstrip or token.single_word for token in added.values())
+        self.split = re.compile("(" + "|".join(map(re.escape, contents)) + ")").split if contents and plain else None
         self.encode = lambda pieces: tokenizer(pieces, add_special_tokens=False)["input_ids"]
         self.pieces: dict[str, list[int]] = {}
         self.checked = 0

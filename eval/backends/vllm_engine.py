@@ -55,7 +55,7 @@ class _ImageIds:
             self._keys = {k: v for k, v in self._keys.items() if v[0]() is not None}
         pixels = np.ascontiguousarray(image)
         key = MultiModalHasher.hash_kwargs(self.algorithm, shape=f"{pixels.dtype}{pixels.shape}",
-                                         pixels=memoryview(pixels).cast("B"))
+                                         pixels=memoryview(pixels.reshape(-1)).cast("B"))
         self._keys[id(image)] = (weakref.ref(image), key)
         return key
 
@@ -341,11 +341,13 @@ class VLLMEngineBackend:
             self._cores_before = keep_off_worker_cores(schedulers)
         self.processor = AutoProcessor.from_pretrained(model, **(mm_processor_kwargs or {}))
         renderer = self.engine.renderer
-        self.prompt_tokens = PromptTokens(self.processor.tokenizer, lambda text: renderer.tokenize_prompt(
+        tokenizer = getattr(self.processor, "tokenizer", self.processor)  # a text model's processor is its tokenizer
+        self.prompt_tokens = PromptTokens(tokenizer, lambda text: renderer.tokenize_prompt(
             {"prompt": text}, renderer.default_cmpl_tok_params)["prompt_token_ids"], checks=prompt_checks)
         self.model = model
         self.limit_images = limit_images
-        self._image_ids = _ImageIds(self.engine.model_config.multimodal_config.mm_hasher_algorithm)
+        multimodal = self.engine.model_config.multimodal_config  # None for a text model (a judge)
+        self._image_ids = _ImageIds(multimodal.mm_hasher_algorithm if multimodal else "blake3")
         self._submitted: dict[str, float] = {}  # request id -> submit time
         self._failed: list[tuple[str, Completion]] = []  # rejected at submit, returned by the next poll
 

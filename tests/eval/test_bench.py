@@ -34,7 +34,8 @@ def test_the_benchmark_runs_three_turn_episodes_and_prints_every_ratio_and_the_h
     # the harness's CPU per turn, by part, and the parts add up to no more than the whole process
     cpu = dict((name, float(ms)) for ms, name in re.findall(r"^ +([\d.]+)  (.+)$", out.split("harness CPU per turn")[1],
                                                              re.MULTILINE))
-    assert {"vLLM input processing (tokenize, image preprocessing)", "run the tools (tool thread)",
-            "parse the reply (episode state machine)", "the whole harness process"} <= set(cpu), out
+    assert {"vLLM input processing (image preprocessing, requests)", "prompt token ids (remembered pieces)",
+            "run the tools (tool thread)", "parse the reply (episode state machine)",
+            "the whole harness process"} <= set(cpu), out
     parts = sum(ms for name, ms in cpu.items() if not name.startswith(("the whole", "the rest")))
     assert 0 < parts <= cpu["the whole harness process"] + 0.01, out

@@ -45,13 +45,16 @@ def test_validate_bounds_at_the_fast_path_limit():
 def test_bind_reports_the_first_problem_in_parameter_order():
     op = REGISTRY["rotate"]
     for args in ({"direction": "up"}, {"interpolation": "x", "angle": "y"}, {"fill": 3, "angle": True},
-                 {"nope": 1, "angle": "x"}, {"angle": 30, "expand": 1, "direction": 2}):
+                 {"nope": 1, "angle": "x"}, {"angle": 30, "expand": 1, "direction": 2}, {"angle": 30, "nope": None}):
         with pytest.raises(ToolArgumentError) as reversed_order:
             op.bind(dict(reversed(list(args.items()))))
         with pytest.raises(ToolArgumentError) as given_order:
             op.bind(args)
         assert str(reversed_order.value) == str(given_order.value)
-    assert str(given_order.value) == "rotate: parameter 'direction': must be a string, got 2 (int)"
+        if args == {"angle": 30, "nope": None}:  # null stands for a default, not for an unknown name
+            assert "'nope': is not a parameter of this tool" in str(given_order.value)
+    with pytest.raises(ToolArgumentError, match="must be a string, got 2"):
+        op.bind({"angle": 30, "expand": 1, "direction": 2})
     assert list(op.bind({"fill": [1, 2, 3], "angle": 30})) == [p.name for p in op.params]
 
 
