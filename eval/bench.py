@@ -11,11 +11,11 @@
    on the first `--sequential` episodes.
 
     python eval/bench.py                    # vLLM CPU engine, the tiny random-weight model, the tasks' images
-    python eval/bench.py --image-mp 2 --episodes 32 --rounds 2 --sequential 0   # tool images of 2-4 MP
+    python eval/bench.py --image-mp 1 --episodes 32 --rounds 2 --sequential 0   # tool images of 1-5.6 MP
 
-All share one engine; its prefix cache is emptied before each. The harness and the batches run in
-`--rounds` rounds, each ratio taken within a round (the machine's speed drifts between rounds on a shared
-host) and reported as the median over rounds. A random-weight model calls no tools by itself, so the
+All share one engine; its prefix, multimodal and encoder caches are emptied before each. The harness and
+the batches run in `--rounds` rounds, each ratio taken within a round (the machine's speed drifts between
+rounds on a shared host) and reported as the median over rounds. A random-weight model calls no tools by itself, so the
 harness scripts its replies (eval/forcing.py): a think block of the model's own tokens, then a tool call
 drawn from the tool's schema, or an answer.
 
@@ -176,22 +176,23 @@ def main() -> int:
         print(f"task images scaled to {min(sizes):.2f}-{max(sizes):.2f} MP")
     # warm-up at full size, every measurement once: one-off costs of the first batches of that size are not
     # what a long evaluation sees
-    _, _, finished = harness(tasks, len(tasks))
+    def per_task(finished):  # (tokens each episode made, its first prompt with its tool images), in task order
+        by_id = {f.task.id: f for f in finished}
+        return ([by_id[task.id].completion_tokens for task in tasks],
+                [_with_images(messages, images, more=_tool_images(by_id[task.id]))
+                 for (messages, images), task in zip(first_turns, tasks)])
+
     plain = [_with_images(messages, images) for messages, images in first_turns]
-    batch(plain, [f.completion_tokens for f in finished])
-    by_id = {f.task.id: f for f in finished}
-    batch([_with_images(messages, images, more=_tool_images(by_id[task.id]))
-           for (messages, images), task in zip(first_turns, tasks)], [f.completion_tokens for f in finished])
+    made, with_tool_images = per_task(harness(tasks, len(tasks))[2])
+    batch(plain, made)
+    batch(with_tool_images, made)
     names = {"matched": "each as many tokens as its episode", "equal": "each the mean",
              "matched + tool images": "as matched, each prompt also showing its episode's tool images"}
     ratios = {name: [] for name in names}
     turns_measured = 0
     for round_ in range(1, args.rounds + 1):  # adjacent measurements, so the machine's drift cancels in a ratio
         tokens, seconds, finished = harness(tasks, len(tasks), measure_cpu=True)
-        by_id = {f.task.id: f for f in finished}
-        made = [by_id[task.id].completion_tokens for task in tasks]
-        with_tool_images = [_with_images(messages, images, more=_tool_images(by_id[task.id]))
-                            for (messages, images), task in zip(first_turns, tasks)]
+        made, with_tool_images = per_task(finished)
         runs = {"matched": batch(plain, made), "equal": batch(plain, [math.ceil(tokens / len(tasks))] * len(tasks)),
                 "matched + tool images": batch(with_tool_images, made)}
         turns = sum(f.turns for f in finished)
