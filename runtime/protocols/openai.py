@@ -5,6 +5,7 @@ servers accept only text in tool messages); `"tool"` keeps them in the tool mess
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from runtime.protocols.base import (END_OF_TURN, Call, Finish, Parsed, Prompt, Protocol, merge_text, read_json,
@@ -76,6 +77,12 @@ def _read_call(raw, k: int) -> Call:
             arguments = read_json(arguments) if arguments.strip() else {}
         except ValueError as err:
             return Call(name, None, f"the arguments are not valid JSON ({err})", id=_id(raw, k), raw=arguments)
+    elif isinstance(arguments, dict):  # parsed by the server already: held to the strict JSON a string must be
+        try:
+            arguments = read_json(json.dumps(arguments, allow_nan=False))
+        except (TypeError, ValueError, RecursionError) as err:
+            reason = str(err).split(";")[0]
+            return Call(name, None, f"the arguments are not valid JSON ({reason})", id=_id(raw, k))
     if not isinstance(arguments, dict):
         return Call(name, None, f"the arguments must be a JSON object, got {type(arguments).__name__}", id=_id(raw, k))
     if not name:

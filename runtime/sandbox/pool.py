@@ -217,7 +217,14 @@ class _Zygote:
             return "(no log)"
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """Asked of the kernel without reaping: while the keeper thread waits on the process, `poll()` answers
+        None even after it died, until that thread gets to run."""
+        if self.proc is None or self.proc.returncode is not None:
+            return False
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:  # the keeper has reaped it
+            return False
 
     def request(self, message: dict, timeout: float) -> tuple[dict, list[int]]:
         """One request and its answer (with any fds passed along); SandboxError if the zygote is gone."""

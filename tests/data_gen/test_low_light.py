@@ -52,8 +52,10 @@ def test_images_are_dark_and_harder_is_darker(difficulty, low, high):
 
 
 def test_answer_formats():
+    questions = set()
     for seed in range(40):
         sample = TASK.generate(seed, "hard")
+        questions.add(sample.meta["question"])
         if sample.meta["question"] == "count":
             assert sample.scorer == "numeric" and re.fullmatch(r"[1-9]\d*", sample.answer)
             kind = sample.meta["kind"]
@@ -67,6 +69,7 @@ def test_answer_formats():
             word_tokens = [t for t in sample.meta["sign"]["text"].split() if not t.isdigit()]
             assert word_tokens and all(t in words() for t in word_tokens)
         assert get_scorer(sample.scorer)(f"<answer>{sample.answer}</answer>", sample.answer) == 1.0
+    assert questions == set(TASK.QUESTIONS)  # every format was checked
 
 
 def test_the_reference_trajectory():

@@ -1,6 +1,7 @@
 """Nothing a run starts outlives it (runtime/lifecycle.py): not a helper, not a process that detached itself, not
 the vLLM engine of eval/run_vllm.py, whether the run is killed with `kill -9`, stopped with SIGTERM or Ctrl-C, or
-ends by itself. Every process below the command is recorded before the signal; all must be gone soon after."""
+ends by itself. Every process below the command is recorded before the signal; all must be gone soon after.
+Every wait polls for what it awaits, bounded generously: a loaded machine makes each step several times slower."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-GONE_S = 10  # how soon after the signal no process the run started may be left
+GONE_S = 60  # how soon after the signal no process the run started may be left (the watcher's graces are 4 + 2 s)
+STARTED_S = 120  # how long the run may take to start its helper, its detached process and say so
+ENGINE_S = 600  # how long eval/run_vllm.py may take to start its engine and record (30-90 s on two idle cores)
 
 # A run with a helper process and a detached one (its parent exits at once, so the kernel hands it to the
-# nearest subreaper); it prints its pid, then "closed" when its `finally` runs.
+# nearest subreaper); it prints its pid, then waits until the file named by its argument exists (the test
+# creates it once it has seen every process), then prints "closed" when its `finally` runs.
 RUN = '''
 import os, subprocess, sys, time
 from runtime.lifecycle import supervise
@@ -32,7 +36,8 @@ def main(argv):
     subprocess.Popen(["sh", "-c", "sleep 600 & exit 0"], start_new_session=True)
     print("run", os.getpid(), flush=True)
     try:
-        time.sleep(float(argv[0]))
+        while not os.path.exists(argv[0]):
+            time.sleep(0.05)
     finally:
         print("closed", flush=True)
     return 3
@@ -72,6 +77,15 @@ def _running(processes) -> list[psutil.Process]:
     return running
 
 
+def _wait_until_started(process: subprocess.Popen, log: Path, seen: dict[int, psutil.Process]) -> None:
+    """Until the run has said its pid and its helper and detached `sleep`s are both below the command."""
+    deadline = time.monotonic() + STARTED_S
+    while list(_below(process, seen).values()).count("sleep") < 2 or "run" not in log.read_text():
+        assert process.poll() is None, f"the run ended before it started its processes:\n{log.read_text()}"
+        assert time.monotonic() < deadline, f"no run with its two sleeps within {STARTED_S} s:\n{log.read_text()}"
+        time.sleep(0.05)
+
+
 def _left_after(processes, timeout_s: float) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout_s
     while _running(processes) and time.monotonic() < deadline:
@@ -109,19 +123,15 @@ EXIT = {"kill -9": -signal.SIGKILL, "kill -9 the run": -signal.SIGKILL, "SIGTERM
 @pytest.mark.parametrize("how", list(EXIT))
 def test_nothing_a_run_started_outlives_a_signal(tmp_path, how):
     log = tmp_path / "log"
-    process = _start([sys.executable, "-c", RUN, "600"], log)
+    process = _start([sys.executable, "-c", RUN, str(tmp_path / "never")], log)
     seen: dict[int, psutil.Process] = {}
     try:
-        deadline = time.monotonic() + 60
-        while list(_below(process, seen).values()).count("sleep") < 2 or "run" not in log.read_text():
-            assert time.monotonic() < deadline and process.poll() is None, log.read_text()
-            time.sleep(0.05)
-        time.sleep(0.2)
-        _below(process, seen)
+        _wait_until_started(process, log, seen)
         run_pid = int(log.read_text().split()[1])
         _signal(process, how, run_pid)
         process.wait(timeout=GONE_S)
-        assert not _left_after(seen.values(), GONE_S)
+        left = _left_after(seen.values(), GONE_S)
+        assert not left, f"still running {GONE_S} s after {how}: {[(p.pid, p.name()) for p in left]}"
     finally:
         _kill(process, seen)
     output = log.read_text()
@@ -132,14 +142,15 @@ def test_nothing_a_run_started_outlives_a_signal(tmp_path, how):
 
 
 def test_what_a_run_leaves_behind_ends_with_it(tmp_path):
-    log = tmp_path / "log"
-    process = _start([sys.executable, "-c", RUN, "1"], log)
+    log, go = tmp_path / "log", tmp_path / "go"
+    process = _start([sys.executable, "-c", RUN, str(go)], log)
     seen: dict[int, psutil.Process] = {}
     try:
-        while process.poll() is None:
-            _below(process, seen)
-            time.sleep(0.05)
-        assert not _left_after(seen.values(), GONE_S)
+        _wait_until_started(process, log, seen)
+        go.touch()
+        process.wait(timeout=GONE_S)
+        left = _left_after(seen.values(), GONE_S)
+        assert not left, f"still running {GONE_S} s after the run ended: {[(p.pid, p.name()) for p in left]}"
     finally:
         _kill(process, seen)
     assert process.returncode == 3 and "closed" in log.read_text()  # the run's own exit status
@@ -157,18 +168,21 @@ def test_no_engine_process_outlives_run_vllm(tiny_model_dir, tmp_path, how):
                       "--out", str(out)], log)
     seen: dict[int, psutil.Process] = {}
     try:
-        deadline = time.monotonic() + 300
+        awaited = "the engine's worker" + ("" if how == "kill -9" else " and a recorded episode")
+        deadline = time.monotonic() + ENGINE_S
         while True:
             names = _below(process, seen)
             recording = (out / "records.jsonl").exists() and (out / "records.jsonl").read_text().count("\n") >= 1
             if "VLLM::Worker" in names.values() and (how == "kill -9" or recording):
                 break
-            assert time.monotonic() < deadline and process.poll() is None, log.read_text(errors="replace")[-3000:]
+            assert process.poll() is None, f"the run ended first:\n{log.read_text(errors='replace')[-3000:]}"
+            assert time.monotonic() < deadline, (f"no {awaited} within {ENGINE_S} s:\n"
+                                                 f"{log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.2)
         _signal(process, how)
-        process.wait(timeout=60)
+        process.wait(timeout=2 * GONE_S)  # the run closes its engine first
         left = _left_after(seen.values(), GONE_S)
-        assert not left, [(p.pid, p.name()) for p in left]
+        assert not left, f"still running {GONE_S} s after {how}: {[(p.pid, p.name()) for p in left]}"
     finally:
         _kill(process, seen)
     output = log.read_text(errors="replace")

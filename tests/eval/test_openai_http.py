@@ -30,6 +30,7 @@ GREEDY = Sampling(max_tokens=48)
 FAST_RETRIES = dict(retries=2, backoff_s=0.01)
 STRICT = "openai"  # `transformers serve` refuses the fields only vLLM knows
 HELD_OUT_SEEDS = (5000, 5001, 5002)  # the tool caller was trained on seeds 0-95
+PATIENCE_S = 60  # the most a wait on the scripted server may take: a loaded machine slows every step
 
 
 def first_prompt(seed: int):
@@ -151,21 +152,27 @@ def test_transformers_serve_fails_stop_strings_on_a_vlm(transformers_server):
 class ScriptedServer:
     """A real HTTP server on 127.0.0.1. POST /v1/chat/completions answers from `script`, a list of (status,
     headers, body) popped in order, then with a chat completion that echoes the last message's text. It records
-    each request and the most it held at once; each is held until `hold` are in flight (2 s at most), then
-    `delay_s` more."""
+    each request and the most it held at once. Requests are held until `hold` of them have been in flight at once
+    (PATIENCE_S at most: after that none is held, and `hold_missed` says so), then each waits `delay_s` more, or until
+    `release()`."""
 
     def __init__(self, script=(), hold: int = 1, delay_s: float = 0.0):
         self.script, self.hold, self.delay_s = list(script), hold, delay_s
         self.requests: list[dict] = []  # {"at": monotonic time, "headers": {...}, "body": parsed JSON}
         self.in_flight = self.max_in_flight = 0
+        self.hold_missed = False
         self.changed = threading.Condition()
         self.stopping = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
 
-    def close(self):
+    def release(self):
+        """Every delay, current and future, ends now."""
         self.stopping.set()
+
+    def close(self):
+        self.release()
         self.server.shutdown()
         self.server.server_close()
 
@@ -192,7 +199,10 @@ class ScriptedServer:
                     scripted.in_flight += 1
                     scripted.max_in_flight = max(scripted.max_in_flight, scripted.in_flight)
                     scripted.changed.notify_all()
-                    scripted.changed.wait_for(lambda: scripted.in_flight >= scripted.hold, timeout=2)
+                    if not scripted.changed.wait_for(lambda: scripted.hold_missed
+                                                     or scripted.max_in_flight >= scripted.hold, timeout=PATIENCE_S):
+                        scripted.hold_missed = True
+                        scripted.changed.notify_all()
                 scripted.stopping.wait(scripted.delay_s)
                 answer = scripted._answer(body)
                 with scripted.changed:  # before the answer leaves: the client may send its next request at once
@@ -249,6 +259,7 @@ def test_concurrency_is_bounded_and_replies_come_back_under_their_keys(scripted)
         replies = {}
         while backend.in_flight():
             replies.update(backend.poll(timeout=None))
+    assert not server.hold_missed, f"3 requests were never in flight at once within {PATIENCE_S} s"
     assert server.max_in_flight == 3
     assert {key: c.reply["content"] for key, c in replies.items()} == {
         f"key-{n}": f"echo: question {n}" for n in range(9)}
@@ -422,11 +433,12 @@ def test_a_prompt_whose_images_do_not_match_its_placeholders_is_refused_at_submi
 
 
 def test_close_returns_queued_requests_as_errors(scripted):
-    server = scripted(delay_s=0.3)
+    server = scripted(delay_s=PATIENCE_S)  # no answer before release(): the other requests are still queued
     backend = OpenAIHTTPBackend(server.url, "m", concurrency=1)
     for n in range(3):
         backend.submit(f"k{n}", text_prompt("hi"), GREEDY)
     backend.close()
+    server.release()
     finished = {}
     while backend.in_flight():
         finished.update(backend.poll(timeout=None))
@@ -437,7 +449,7 @@ def test_close_returns_queued_requests_as_errors(scripted):
 def test_wait_ready(scripted):
     server = scripted()
     with OpenAIHTTPBackend(server.url, "m") as backend:
-        backend.wait_ready(timeout_s=5)
+        backend.wait_ready(timeout_s=PATIENCE_S)
     server.close()
     with OpenAIHTTPBackend(server.url, "m") as backend:
         with pytest.raises(TimeoutError, match=f"no OpenAI-compatible server answered {server.url}/models within "

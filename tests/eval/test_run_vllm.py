@@ -56,13 +56,15 @@ def test_a_killed_run_resumes_with_exactly_one_record_per_task(tmp_path):
     records = out / "records.jsonl"
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if records.exists() and records.read_text().count("\n") >= 10:
+    deadline = time.monotonic() + 600  # the run writes its first record after about 5 s on an idle machine
+    try:
+        while process.poll() is None and not (records.exists() and records.read_text().count("\n") >= 10):
+            assert time.monotonic() < deadline, "the run recorded no 10 episodes within 600 s"
+            time.sleep(0.01)
+    finally:  # the kill, or the clean-up when the wait failed
+        if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
-            break
-        time.sleep(0.01)
-    process.wait()
+        process.wait()
     assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     done_before = records.read_text().count("\n")
     assert 10 <= done_before < 13 * 6 * 2

@@ -425,6 +425,25 @@ def test_openai_unreadable_arguments_are_an_error_call(arguments):
     assert len(parsed.calls) == 1 and parsed.calls[0].error and parsed.calls[0].arguments is None
 
 
+def nested(depth: int) -> list:
+    value = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 10 ** 4301, nested(100_000)],
+                         ids=["nan", "inf", "huge_int", "deep"])
+def test_openai_arguments_parsed_by_the_server_are_held_to_strict_json(value):
+    parsed = OpenAIProtocol().parse({"content": None, "tool_calls": [{"id": "a", "function": {
+        "name": "crop", "arguments": {"box": [1, 2], "x": value}}}]})
+    assert len(parsed.calls) == 1 and parsed.calls[0].arguments is None
+    assert parsed.calls[0].error.startswith("the arguments are not valid JSON")
+    good = OpenAIProtocol().parse({"content": None, "tool_calls": [{"id": "a", "function": {
+        "name": "crop", "arguments": {"box": [1, 2], "label": "é", "x": -0.0}}}]})
+    assert good.calls[0].error is None and good.calls[0].arguments == {"box": [1, 2], "label": "é", "x": -0.0}
+
+
 @pytest.mark.parametrize("content", [[{"type": "text", "text": None}], [{"type": "text", "text": 5}], 5],
                          ids=["null_text", "int_text", "int_content"])
 def test_openai_malformed_content_parts_do_not_raise(content):
@@ -432,13 +451,47 @@ def test_openai_malformed_content_parts_do_not_raise(content):
     assert isinstance(parsed.content, str)
 
 
-@pytest.mark.parametrize("number", ["1e400", "-1e400", "NaN"])
-def test_recorded_arguments_are_strict_json(number):
-    completion = '<tool_call>\n{"name": "crop", "arguments": {"x": ' + number + "}}\n</tool_call>"
+# Number literals a strict JSON reader takes (extreme ones included), and ones it must refuse: NaN and Infinity
+# (Python's json writes and reads them), floats that overflow, integers past Python's conversion limit.
+STRICT_NUMBERS = st.sampled_from(["0", "-0", "-0.0", "1.5e-400", "5e-324", "1.7976931348623157e308", "-1e308",
+                                  "0.1e1", "1E+2", "1" * 300, "9" * 4300, "-" + "7" * 4300])
+LOOSE_NUMBERS = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "9" * HUGE_DIGITS])
+JSON_STRINGS = st.text(max_size=6).flatmap(  # non-ASCII and control characters, written raw or escaped
+    lambda s: st.sampled_from([json.dumps(s), json.dumps(s, ensure_ascii=False)]))
+
+
+def json_texts(numbers):
+    """JSON text (nested arrays and objects of strings, literals and `numbers`), written out as a model would."""
+    leaves = numbers | JSON_STRINGS | st.sampled_from(["true", "false", "null"])
+    return st.recursive(leaves, lambda inner: st.lists(inner, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]")
+                        | objects(inner, 0), max_leaves=6)
+
+
+def objects(values, min_size: int = 1):
+    members = st.lists(st.tuples(JSON_STRINGS, values), min_size=min_size, max_size=3)
+    return members.map(lambda kv: "{" + ", ".join(f"{k}: {v}" for k, v in kv) + "}")
+
+
+STRICT_ARGUMENTS = objects(json_texts(STRICT_NUMBERS))
+LOOSE_ARGUMENTS = st.tuples(STRICT_ARGUMENTS, LOOSE_NUMBERS).map(lambda a: '{"ok": ' + a[0] + ', "x": [' + a[1] + "]}")
+
+
+def strict_json(text: str):
+    return json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+
+
+@settings(FUZZ, max_examples=150)
+@given(st.lists(STRICT_ARGUMENTS, min_size=1, max_size=3), st.lists(LOOSE_ARGUMENTS, max_size=2), st.randoms())
+def test_recorded_arguments_are_strict_json(strict, loose, rng):
+    """Every call whose arguments are strict JSON is recorded, meaning what the model wrote; one with NaN,
+    Infinity or an out-of-range number is an error call, never recorded."""
+    arguments = [(text, True) for text in strict] + [(text, False) for text in loose]
+    rng.shuffle(arguments)
+    completion = "\n".join('<tool_call>\n{"name": "crop", "arguments": ' + text + "}\n</tool_call>"
+                           for text, _ in arguments)
     episode = record(HermesProtocol(), completion)
-    calls = episode.trajectory.messages[-1].get("tool_calls", [])
-    for call in calls:
-        json.loads(call["function"]["arguments"], parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    recorded = [call["function"]["arguments"] for call in episode.trajectory.messages[-1].get("tool_calls", [])]
+    assert [strict_json(text) for text in recorded] == [json.loads(text) for text, ok in arguments if ok]
 
 
 def test_openai_tool_messages_answer_recorded_calls():

@@ -183,7 +183,10 @@ def test_a_decode_waiting_for_a_running_cell_is_not_charged_for_the_wait(tmp_pat
         image = session.run("from PIL import Image\nImage.new('RGB', (8, 8)).save('outputs/a.png')").images[0]
         cell = threading.Thread(target=session.run, args=("import time\ntime.sleep(1.2)\nkept = 2",))
         cell.start()
-        time.sleep(0.2)  # the cell holds the session
+        deadline = time.monotonic() + 60
+        while not session._lock.locked() and cell.is_alive():  # until the cell holds the session
+            assert time.monotonic() < deadline, "the cell did not start within 60 s"
+            time.sleep(0.001)
         assert session.decode(image, **BIG).shape == (8, 8, 3)
         cell.join()
         assert session.run("print(kept)").stdout == "2\n"

@@ -254,12 +254,14 @@ PROTOCOLS = {
 }
 
 
-@pytest.mark.parametrize("kind", ["qwen2_5_vl", "qwen3_vl"])
-@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+# The Qwen2.5-VL template renders no tools and no tool messages: only the protocols that write them as text.
+TEMPLATE_PROTOCOLS = [("qwen2_5_vl", "hermes_system"), ("qwen2_5_vl", "deepeyes")]
+TEMPLATE_PROTOCOLS += [("qwen3_vl", protocol) for protocol in PROTOCOLS]
+
+
+@pytest.mark.parametrize(("kind", "protocol"), TEMPLATE_PROTOCOLS)
 def test_placeholders_match_images_and_the_processor_accepts_them(request, kind, protocol):
     processor = request.getfixturevalue(f"{kind}_processor")
-    if kind == "qwen2_5_vl" and protocol in ("hermes_template", "openai_user_images", "openai_tool_images"):
-        pytest.skip("the Qwen2.5-VL template renders no tools and no tool messages")
     for name in ("one_image_one_round", "parallel_calls_errors_unicode", "several_turns_multi_image_results"):
         _, snapshots = play(PROTOCOLS[protocol], SCRIPTS[name])
         for trajectory in snapshots:
@@ -284,12 +286,14 @@ def code_episode(profile_name: str, turns=CODE_TURNS, stop_after: int | None = N
     return play(profile.protocol, script, tools=())
 
 
-@pytest.mark.parametrize("kind", ["qwen2_5_vl", "qwen3_vl"])
-@pytest.mark.parametrize("profile_name", ["thyme", "pyvision", "agentic_mme_gen"])
+# Qwen3-VL's template renders only the text of assistant messages: Thyme's in-turn images need the Qwen2.5-VL
+# template (Thyme is a Qwen2.5-VL model).
+CODE_TEMPLATES = [("qwen2_5_vl", "thyme"), ("qwen2_5_vl", "pyvision"), ("qwen2_5_vl", "agentic_mme_gen"),
+                  ("qwen3_vl", "pyvision"), ("qwen3_vl", "agentic_mme_gen")]
+
+
+@pytest.mark.parametrize(("kind", "profile_name"), CODE_TEMPLATES)
 def test_code_protocol_placeholders_and_processor(request, kind, profile_name):
-    if kind == "qwen3_vl" and profile_name == "thyme":
-        pytest.skip("Qwen3-VL's template renders only the text of assistant messages: Thyme's in-turn images need "
-                    "the Qwen2.5-VL template (Thyme is a Qwen2.5-VL model)")
     processor = request.getfixturevalue(f"{kind}_processor")
     protocol = get_profile(profile_name).protocol
     _, snapshots = code_episode(profile_name)

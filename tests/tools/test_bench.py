@@ -72,17 +72,26 @@ def test_quick_batched_path_on_cpu(tmp_path, cases):
     assert "### Memory bandwidth" in stdout and report["summary"]["bandwidth"]["pass"] is None
 
 
-def test_bandwidth_needs_a_torch_device():
+def test_bandwidth_needs_a_torch_device(monkeypatch):
     import torch
 
     from tools import bench
 
-    if torch.cuda.is_available():
-        pytest.skip("with CUDA the torch device defaults to cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on a machine without a GPU, whichever runs this
     with pytest.raises(SystemExit):
         bench.parse_args(["--bandwidth"])
     args = bench.parse_args(["--bandwidth", "--torch-device", "cpu", "--sizes", "64", "128", "--batches", "3"])
     assert (args.bandwidth_size, args.bandwidth_batch) == (128, 3)
+
+
+def test_bandwidth_defaults_to_cuda_when_available(monkeypatch):
+    import torch
+
+    from tools import bench
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # parsing only: nothing touches the device
+    args = bench.parse_args(["--bandwidth", "--sizes", "64", "--batches", "2"])
+    assert args.torch_device == "cuda" and (args.bandwidth_size, args.bandwidth_batch) == (64, 2)
 
 
 class _Props:

@@ -174,7 +174,7 @@ def test_enhance_per_image_factors_in_one_batch():
     imgs = [demo_image(30, 40, seed=s) for s in range(3)]
     factors = [0.2, 1.0, 2.5]
     calls = [ToolCall("adjust_contrast", img, {"factor": f}) for img, f in zip(imgs, factors)]
-    for img, f, res in zip(imgs, factors, Executor(device="cpu").run(calls)):
+    for img, f, res in zip(imgs, factors, Executor(device="cpu").run(calls), strict=True):
         np.testing.assert_array_equal(res.image, np.asarray(ImageEnhance.Contrast(Image.fromarray(img)).enhance(f)))
 
 

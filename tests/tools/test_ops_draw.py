@@ -299,7 +299,7 @@ def test_torch_shapes_are_exact_for_random_arguments(device):
         kind, args = _random_call(rng, image)
         calls.append(ToolCall(kind, image, args))
         refs.append(call(kind, image, **args))
-    for ref, got in zip(refs, run_torch(calls, device)):
+    for ref, got in zip(refs, run_torch(calls, device), strict=True):
         np.testing.assert_array_equal(got, ref)
 
 
@@ -342,7 +342,7 @@ def test_text_torch_path_is_within_one_level():
     img = demo_image(60, 300, seed=5)
     texts = ["ffff fjfj TjTj", "Mixed 12.5 cm", "漢字 ∠ABC = 40°"]
     calls = [ToolCall("draw_text", img, {"text": t, "x": 3, "y": 5, "font_scale": 0.6, "color": [250, 30, 90]}) for t in texts]
-    for c, got in zip(calls, run_torch(calls)):
+    for c, got in zip(calls, run_torch(calls), strict=True):
         ref = call("draw_text", img, **c.args)
         diff = np.abs(ref.astype(int) - got)
         assert diff.max() <= 1 and (diff > 0).sum() <= 10

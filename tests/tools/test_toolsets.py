@@ -58,6 +58,7 @@ def test_default_tool_mirrors_op(name):
 def test_default_translates_every_example(name):
     op = REGISTRY[name]
     image_params = [p.name for p in op.params if p.kind == "image"]
+    assert op.examples, f"{name} has no examples to translate"
     for example in op.examples:
         arguments = {k: v for k, v in example.items() if k not in image_params}
         arguments.update({f"{p}_index": 1 for p in image_params})

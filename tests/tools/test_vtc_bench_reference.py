@@ -1,7 +1,7 @@
 """The `vtc_bench` tool set reproduces VTC-Bench's own tool code. Every call recorded from the reference
-(tests/tools/data/vtc_bench; manifest.json says how it was run) gets the same verdict, the same reply
-text and a pixel-identical image here. Plus the loader, the published schemas, and our one answer
-where the reference has none (its process dies)."""
+(tests/tools/data/vtc_bench, made by scripts/reference/vtc_bench_tools.py; manifest.json says how) gets the
+same verdict, the same reply text and a pixel-identical image here. Plus the loader, the published schemas,
+and our one answer where the reference has none (its process dies)."""
 
 import gzip
 import hashlib

@@ -1,12 +1,13 @@
 """Agentic-MME's images as the runners send them: image_to_data_url and get_adaptive_image_params against the
-reference's own code (data/agentic_mme_image_vectors.json, made from seeds in a scratch venv; the inputs are made
-again here and their SHA-256 checked), and rendered prompts that carry each image compressed by its message's
-place (Atm's tool images one message each, Gen's images of a cell in one message)."""
+reference's own code (data/agentic_mme_image_vectors.json, made from seeds by scripts/reference/agentic_mme_images.py;
+the inputs are made again here and their SHA-256 checked), and rendered prompts that carry each image compressed by
+its message's place (Atm's tool images one message each, Gen's images of a cell in one message)."""
 
 import hashlib
 import io
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,37 +23,13 @@ from runtime.profiles import ModelProfile
 from runtime.protocols import HermesProtocol
 from runtime.web import Web
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts" / "reference"))
+from agentic_mme_images import make_picture  # noqa: E402 - the inputs, made as their generator makes them
+
 VECTORS = json.loads((Path(__file__).parent / "data" / "agentic_mme_image_vectors.json").read_text())
 CASES = {case["name"]: case for case in VECTORS["cases"]}
 LIBRARIES = f"vectors made with {VECTORS['versions']}; here pillow {Image.__version__}, " \
             f"libjpeg-turbo {features.version('libjpeg_turbo')}"
-
-
-def make_picture(spec: dict) -> Image.Image:
-    """The vectors' inputs, made as the generator made them: a gradient or seeded noise in the spec's mode."""
-    width, height = spec["size"]
-    if spec["kind"] == "noise":
-        rgba = np.random.default_rng(spec["seed"]).integers(0, 256, (height, width, 4), dtype=np.uint8)
-    else:
-        y, x = np.mgrid[0:height, 0:width]
-        rgba = np.stack([x * 255 // max(width - 1, 1), y * 255 // max(height - 1, 1), (x + y) // 3 % 256,
-                         (x * 7 + y * 3) % 256], -1).astype(np.uint8)
-    mode = spec["mode"]
-    if mode in ("RGB", "CMYK"):
-        picture = Image.fromarray(np.ascontiguousarray(rgba[..., :3]))
-        return picture if mode == "RGB" else picture.convert("CMYK")
-    if mode == "RGBA":
-        return Image.fromarray(rgba)
-    if mode == "LA":
-        return Image.fromarray(np.ascontiguousarray(rgba[..., [0, 3]]))
-    if mode == "L":
-        return Image.fromarray(np.ascontiguousarray(rgba[..., 0]))
-    if mode == "I;16":
-        return Image.fromarray(rgba[..., 0].astype(np.uint16) * 257)
-    picture = Image.fromarray(np.ascontiguousarray(rgba[..., :3])).quantize(32)
-    if mode == "P+transparency":
-        picture.info["transparency"] = 0
-    return picture
 
 
 def file_of(spec: dict) -> bytes:

@@ -1,8 +1,8 @@
 """Agentic-MME's local-model runners (Thyme, DeepEyes; Atm and Gen; eval/benchmarks/agentic_mme/runners.py) against
-reference vectors made by running the benchmark's own runners (tests/eval/benchmarks/data/
-make_agentic_mme_runner_vectors.py): their readers of a reply, their code cleaning, and whole episodes, every
-request as the runner's wrapper hands it to the chat template; then the suite with those presets on the tiny model
-through the real vLLM CPU engine, and the other presets' first prompts."""
+reference vectors made by running the benchmark's own runners (scripts/reference/agentic_mme_runners.py): their
+readers of a reply, their code cleaning, and whole episodes, every request as the runner's wrapper hands it to the
+chat template; then the suite with those presets on the tiny model through the real vLLM CPU engine, and the other
+presets' first prompts."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Agentic-MME's scoring against the reference's own verdicts (data/agentic_mme_score_vectors.json, made by running
-the benchmark's evaluator outside the repository; its header names the commit and versions), the judge prompts'
-hashes, and strict scoring."""
+the benchmark's evaluator with scripts/reference/agentic_mme_score.py; its header names the commit and versions), the
+judge prompts' hashes, and strict scoring."""
 
 import hashlib
 import json
@@ -29,6 +29,8 @@ def reference_outcome(vector: dict) -> dict:
 
 
 def assert_all_match(pairs) -> None:
+    pairs = list(pairs)
+    assert pairs, "no vectors to compare"
     misses = [(case, got, want) for case, got, want in pairs if got != want]
     assert not misses, f"{len(misses)} differ from the reference, e.g. {misses[:3]}"
 

@@ -28,7 +28,9 @@ def test_protocol_files_match_their_recorded_sha256(folder):
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda f: f.parent.name)
 def test_protocol_files_name_their_source(folder):
-    for path in folder.glob("*.json"):
+    paths = list(folder.glob("*.json"))
+    assert paths, f"{folder} holds no protocol data"
+    for path in paths:
         text = path.read_text(encoding="utf-8")
         assert '"source"' in text, f"{path.name} must say where its texts come from"
         json.loads(text)

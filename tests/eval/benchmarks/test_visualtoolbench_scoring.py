@@ -1,7 +1,7 @@
 """VisualToolBench's scoring against the reference's own judge scripts (data/visualtoolbench_score_vectors.json,
-made by running run_judge_single_turn.py / run_judge_multi_turn.py with a fake OpenAI client outside the
-repository; its manifest names the commit and versions): the prompts sent, the per-task results, the analysis.
-Then our strict mode, the critical setting, the tool metrics, the tables and the prompt hashes."""
+made by scripts/reference/visualtoolbench_score.py, which runs run_judge_single_turn.py / run_judge_multi_turn.py
+with a fake OpenAI client; its manifest names the commit and versions): the prompts sent, the per-task results, the
+analysis. Then our strict mode, the critical setting, the tool metrics, the tables and the prompt hashes."""
 
 import hashlib
 import json

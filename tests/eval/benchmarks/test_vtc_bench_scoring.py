@@ -1,5 +1,6 @@
 """VTC-Bench's official scoring against the reference's own outputs (data/vtc_bench_score_vectors.json, made by
-running cs-w0r1d/VTC-Bench's code; its header says how), its quirks one by one, and the strict scoring."""
+scripts/reference/vtc_bench_score.py running cs-w0r1d/VTC-Bench's code; its header says how), its quirks one by
+one, and the strict scoring."""
 
 import json
 from pathlib import Path

@@ -1,6 +1,6 @@
 """VTC-Bench's Thyme framework (how the paper ran DeepEyes and Thyme in the code track): its prompts word for word,
 the reference's own loop and sandbox reproduced on scripted replies (data/vtc_thyme_framework_vectors.json, made by
-data/make_vtc_thyme_framework_vectors.py from cs-w0r1d/VTC-Bench@93a33a4), and the suite run end to end with the
+scripts/reference/vtc_thyme_framework.py from cs-w0r1d/VTC-Bench@93a33a4), and the suite run end to end with the
 deepeyes and thyme presets, which never see DeepEyes' zoom tool or the generic code prompt."""
 
 from __future__ import annotations

@@ -1,19 +1,21 @@
-"""Reference vectors of Agentic-MME's local-model runners (Thyme and DeepEyes, atomic and general mode), made by
-running the benchmark's own code unmodified (ChoS3nE11ven/Agentic-MME@5e5dfbd) in a scratch environment outside
-tirlab:
+"""Agentic-MME's local-model runners (Thyme and DeepEyes, atomic and general mode):
+tests/eval/benchmarks/data/agentic_mme_runner_vectors.json.
 
-    git clone https://github.com/ChoS3nE11ven/Agentic-MME /tmp/ref-amme && git -C /tmp/ref-amme checkout 5e5dfbd
-    python3 -m venv /tmp/ref-amme-venv &&
-        /tmp/ref-amme-venv/bin/pip install pillow numpy opencv-python-headless requests
-    /tmp/ref-amme-venv/bin/python make_agentic_mme_runner_vectors.py /tmp/ref-amme > agentic_mme_runner_vectors.json
-
-The runners load a transformers checkpoint at import and call it in `chat_completions_create`; `torch` and
-`transformers` are stubbed here so that the runners' own message conversion runs and the "model" answers from a
-script. Search goes through the runners' own SearchTools with the network functions of search_tools.py replaced by
-canned answers. Vectors: parse_tool_log, parse_model_output, _normalize_tool_request, _expand_placeholders,
+Covers parse_tool_log (both atomic runners), parse_model_output, _normalize_tool_request, _expand_placeholders,
 _clean_thyme_code / _clean_deepeyes_code on designed inputs, and whole episodes (run_one / run_one_rollout): every
-request's messages as the wrapper hands them to the chat template (images as their size), its generation settings,
-and the stored answer.
+request's messages as the wrapper hands them to the chat template (images as their size, each system prompt once
+under its SHA-256), its generation settings, the stored answer and the tool-use list. The designed inputs (reply
+texts, model scripts, task prompts and image sizes) are in this script.
+
+The driver imports the runners from the reference tree unmodified. They load a transformers checkpoint at import
+and call it in `chat_completions_create`: `torch` and `transformers` are stubbed, and each wrapper is built without
+its __init__ around a fake processor and model, so that the runners' own message conversion runs and the "model"
+answers from a script. Search goes through the runners' own SearchTools with the network functions of
+search_tools.py (google_search, google_lens_search, jina_read) replaced by canned answers. The general runners run
+the model's code with the scratch venv's python, which has OpenCV.
+
+    .venv/bin/python scripts/reference/agentic_mme_runners.py --source PATH/TO/Agentic-MME \
+        [--check]
 """
 
 import contextlib
@@ -25,11 +27,15 @@ import tempfile
 import types
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
-REPO = Path(sys.argv[1]).resolve()
-sys.path.insert(0, str(REPO))
+REPO_URL = "https://github.com/ChoS3nE11ven/Agentic-MME"
+COMMIT = "5e5dfbdc7b40b53dea17d5ce754c14034acb185b"
+LIBRARIES = ["pillow", "numpy", "opencv-python-headless", "requests"]
+REQUIREMENTS = ["pillow==13.0.0", "numpy==2.4.6", "opencv-python-headless==5.0.0.93", "requests==2.34.2"]
+VECTORS = "tests/eval/benchmarks/data/agentic_mme_runner_vectors.json"
+OUTPUTS = [VECTORS]
+SOURCE_FILES = ["atomic/run_atomic_tools_thyme.py", "atomic/run_atomic_tools_deepeyes.py",
+                "general/run_general_script_thyme.py", "general/run_general_script_deepeyes.py",
+                "general/run_general_script_openai.py", "search_tools.py", "common_utils.py"]
 
 
 class _NoGrad:
@@ -40,22 +46,27 @@ class _NoGrad:
         return False
 
 
-torch = types.ModuleType("torch")
-torch.no_grad, torch.bfloat16 = _NoGrad, "bfloat16"
-transformers = types.ModuleType("transformers")
-transformers.AutoProcessor = transformers.Qwen2_5_VLForConditionalGeneration = object
-sys.modules.update(torch=torch, transformers=transformers)
+def load_reference(tree: str) -> types.SimpleNamespace:
+    """The runner modules of the reference tree, torch and transformers stubbed and the web replaced."""
+    torch = types.ModuleType("torch")
+    torch.no_grad, torch.bfloat16 = _NoGrad, "bfloat16"
+    transformers = types.ModuleType("transformers")
+    transformers.AutoProcessor = transformers.Qwen2_5_VLForConditionalGeneration = object
+    sys.modules.update(torch=torch, transformers=transformers)
+    sys.path.insert(0, tree)
 
-import search_tools  # noqa: E402
-from atomic import run_atomic_tools_deepeyes as atm_deepeyes, run_atomic_tools_thyme as atm_thyme  # noqa: E402
-from general import run_general_script_deepeyes as gen_deepeyes, run_general_script_openai as gen_openai  # noqa: E402
-from general import run_general_script_thyme as gen_thyme  # noqa: E402
+    import search_tools
+    from atomic import run_atomic_tools_deepeyes, run_atomic_tools_thyme
+    from general import run_general_script_deepeyes, run_general_script_openai, run_general_script_thyme
 
-search_tools.google_search = lambda query, **kw: ({}, f"Search results for: {query}")
-search_tools.google_lens_search = lambda image_path=None, **kw: ({}, f"Lens results for {Path(image_path).name}",
-                                                                  "https://i.ibb.co/lens.png")
-search_tools.jina_read = lambda url, **kw: f"Page text of {url} " + "x" * 40
-os.environ["SERPER_API_KEY"] = "unused"  # SearchConfig requires one; no request is made
+    search_tools.google_search = lambda query, **kw: ({}, f"Search results for: {query}")
+    search_tools.google_lens_search = lambda image_path=None, **kw: ({}, f"Lens results for {Path(image_path).name}",
+                                                                      "https://i.ibb.co/lens.png")
+    search_tools.jina_read = lambda url, **kw: f"Page text of {url} " + "x" * 40
+    os.environ["SERPER_API_KEY"] = "unused"  # SearchConfig requires one; no request is made
+    return types.SimpleNamespace(atm_thyme=run_atomic_tools_thyme, atm_deepeyes=run_atomic_tools_deepeyes,
+                                 gen_thyme=run_general_script_thyme, gen_deepeyes=run_general_script_deepeyes,
+                                 gen_openai=run_general_script_openai)
 
 
 class Script:
@@ -113,6 +124,9 @@ def _shown(message):
 
 
 def _task(root: Path, prompt: str, sizes) -> Path:
+    import numpy as np
+    from PIL import Image
+
     (root / "json").mkdir(parents=True)
     (root / "images").mkdir()
     for k, (width, height) in enumerate(sizes):
@@ -127,15 +141,16 @@ def _task(root: Path, prompt: str, sizes) -> Path:
 
 
 def _paths(value, root: Path):
-    """Run folder paths made portable: {RUN_DIR} for the task's run folder."""
+    """Paths made portable: {RUN_DIR} for the task's run folder, {PYTHON} for the interpreter that runs the code
+    (the general runners record it in their tool-use list)."""
     text = json.dumps(value, ensure_ascii=False)
     return json.loads(text.replace(str(root.resolve() / "out" / "0001"), "{RUN_DIR}")
-                      .replace(str(root / "out" / "0001"), "{RUN_DIR}"))
+                      .replace(str(root / "out" / "0001"), "{RUN_DIR}").replace(sys.executable, "{PYTHON}"))
 
 
-def episode(runner: str, track: str, replies, prompt="What colour is the top half?", sizes=((64, 48),)):
-    module = {("thyme", "atm"): atm_thyme, ("deepeyes", "atm"): atm_deepeyes, ("thyme", "gen"): gen_thyme,
-              ("deepeyes", "gen"): gen_deepeyes}[runner, track]
+def episode(ref, runner: str, track: str, replies, prompt="What colour is the top half?", sizes=((64, 48),)):
+    module = {("thyme", "atm"): ref.atm_thyme, ("deepeyes", "atm"): ref.atm_deepeyes, ("thyme", "gen"): ref.gen_thyme,
+              ("deepeyes", "gen"): ref.gen_deepeyes}[runner, track]
     script = Script(replies)
     wrapper_cls = getattr(module, "ThymeModelWrapper" if runner == "thyme" else "DeepEyesModelWrapper")
     client_cls = getattr(module, "ThymeClient" if runner == "thyme" else "DeepEyesClient")
@@ -143,13 +158,13 @@ def episode(runner: str, track: str, replies, prompt="What colour is the top hal
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         task = _task(root, prompt, sizes)
-        common = dict(client=client, task_json=task, dataset_root=root, images_dir=root / "images",
-                      out_dir=root / "out", model=runner, temperature=0.0, max_rounds=15, max_tool_calls=15,
-                      enable_search=True, search_cfg_path=None)
+        settings = dict(client=client, task_json=task, dataset_root=root, images_dir=root / "images",
+                        out_dir=root / "out", model=runner, temperature=0.0, max_rounds=15, max_tool_calls=15,
+                        enable_search=True, search_cfg_path=None)
         if track == "atm":
-            meta = module.run_one(**common)
+            meta = module.run_one(**settings)
         else:
-            meta = module.run_one_rollout(python_exe=sys.executable, **common)
+            meta = module.run_one_rollout(python_exe=sys.executable, **settings)
         run_dir = root / "out" / "0001"
         answer = (run_dir / "model_answer.txt").read_text(encoding="utf-8")
         tool_use = json.loads((run_dir / "tool_use_list.json").read_text())
@@ -164,11 +179,11 @@ CROP = '{"tool_name": "crop", "arguments": {"image_index": 0, "bbox_2d": [0, 0, 
 SEARCH = '{"tool_name": "google_search", "arguments": {"query": "red flag"}}'
 
 
-def atm_episodes(runner):
+def atm_episodes(ref, runner):
     many = f"<think>look</think>\n<tool_log>\n[{CROP}, {SEARCH}]\n</tool_log>"
     return [
         # no tool_log in the first turn: the reminder; calls of every kind; the answer as the raw reply
-        episode(runner, "atm", [
+        episode(ref, runner, "atm", [
             "I think it is red.",
             f"<tool_log>[{CROP}, {SEARCH}, "
             '{"tool_name": "image_zoom_in_tool", "arguments": {"bbox_2d": [1, 2, 3, 4]}}, '
@@ -178,9 +193,9 @@ def atm_episodes(runner):
             '{"tool_name": "grayscale", "arguments": {"image_index": 1}}]</tool_log>',
             "<think>done</think>\n<answer>red</answer>"]),
         # the budget (15 calls) spent in the eighth round; rounds run out; the final request
-        episode(runner, "atm", [many] * 15 + ["The answer is red."]),
+        episode(ref, runner, "atm", [many] * 15 + ["The answer is red."]),
         # two images; an empty tool_log in the first turn; [[...]] flattened; JSON that does not parse ends it
-        episode(runner, "atm", [
+        episode(ref, runner, "atm", [
             "<tool_log>[]</tool_log>",
             '<tool_log>[[{"tool_name": "flip", "arguments": {"image_index": 1, "direction": "vertical"}}, 5]]'
             "</tool_log>",
@@ -189,7 +204,7 @@ def atm_episodes(runner):
     ]
 
 
-def gen_episodes(runner):
+def gen_episodes(ref, runner):
     save = ("<think>crop</think>\n<code>\n```python\nfrom PIL import Image\nimg = Image.open(\"image_0.png\")\n"
             "img.crop((0, 0, 32, 24)).save(\"/mnt/data/image_1.png\")\nprint(img.size)\n```\n</code>")
     tools = ('<tool_log>\n[{"tool_name": "google_search", "arguments": {"query": "red flag"}}, '
@@ -201,23 +216,23 @@ def gen_episodes(runner):
             '{"tool_name": "fetch_webpage", "arguments": {}}]</tool_log>')
     return [
         # code that saves (the save redirected), the search tools, then code with an answer in the same reply
-        episode(runner, "gen", [
+        episode(ref, runner, "gen", [
             save, tools,
             "<code>\nimport cv2\nimg = cv2.imread('image_0.png')\nprint(img.shape)\n"
             "cv2.imwrite('transformed_image_2.png', img)\n</code>\n<answer>red</answer>"]),
         # tool_log wins over code in the same reply; code that fails; a reply with only a think block
-        episode(runner, "gen", [
+        episode(ref, runner, "gen", [
             tools.replace("image_1.png", "image_9.png") + "\n<code>\nprint('not run')\n</code>",
             "<code>\nprint('tool_name google_search')\nraise ValueError('boom')\n</code>",
             "<think>I am not sure.</think>"]),
         # the budget spent; rounds run out; the final request
-        episode(runner, "gen", [many] * 15 + ["It is red."]),
+        episode(ref, runner, "gen", [many] * 15 + ["It is red."]),
         # a reply without any tag is the answer
-        episode(runner, "gen", ["red"]),
+        episode(ref, runner, "gen", ["red"]),
     ]
 
 
-def main():
+def vectors(ref) -> dict:
     parse_inputs = [
         "", "no tags", "<tool_log></tool_log>", "<tool_log> [] </tool_log>", f"<TOOL_LOG>[{CROP}]</tool_log>",
         f"<tool_log>[[{CROP}, {SEARCH}]]</tool_log>", f"<tool_log>[[{CROP}], [{SEARCH}]]</tool_log>",
@@ -227,19 +242,19 @@ def main():
         "<answer>open ended", "<thinking>t</thinking> text", "<code>\n```python\nprint(2)\n```\n</code>",
         "<code>```\nprint(3)```</code>", "<code>   </code> plain", "<Answer>A</ANSWER><answer>B</answer>",
     ]
-    vectors = {
-        "parse_tool_log": [{"text": t, "out": list(atm_thyme.parse_tool_log(t))} for t in parse_inputs],
-        "parse_tool_log_deepeyes": [{"text": t, "out": list(atm_deepeyes.parse_tool_log(t))} for t in parse_inputs],
-        "parse_model_output": [{"text": t, "out": list(gen_openai.parse_model_output(t))} for t in parse_inputs],
+    found = {
+        "parse_tool_log": [{"text": t, "out": list(ref.atm_thyme.parse_tool_log(t))} for t in parse_inputs],
+        "parse_tool_log_deepeyes": [{"text": t, "out": list(ref.atm_deepeyes.parse_tool_log(t))} for t in parse_inputs],
+        "parse_model_output": [{"text": t, "out": list(ref.gen_openai.parse_model_output(t))} for t in parse_inputs],
         "normalize_tool_request": [
-            {"entry": e, "out": list(gen_openai._normalize_tool_request(e))} for e in (
+            {"entry": e, "out": list(ref.gen_openai._normalize_tool_request(e))} for e in (
                 {"tool_name": "google_search", "arguments": {"query": "q"}}, {"tool": " fetch_webpage ", "url": "u"},
                 {"name": "google_lens_search", "arguments": "x", "image_ref": "current"}, {"arguments": {"query": "q"}},
                 {"tool_name": "", "tool": "google_search", "query": "q"}, {"tool_name": 7, "arguments": [1]},
                 {"tool_name": None, "name": "x", "arguments": None})],
         "expand_placeholders": [
-            {"value": v, "out": gen_openai._expand_placeholders(v, {"LOCAL_INPUT_IMAGE_PATH": "/run/cur.png",
-                                                                    "PROCESSED_IMAGE_SAVE_PATH": "/run/tool_images"})}
+            {"value": v, "out": ref.gen_openai._expand_placeholders(v, {
+                "LOCAL_INPUT_IMAGE_PATH": "/run/cur.png", "PROCESSED_IMAGE_SAVE_PATH": "/run/tool_images"})}
             for v in ("${LOCAL_INPUT_IMAGE_PATH}", "a ${PROCESSED_IMAGE_SAVE_PATH}/x ${OTHER} $HOME",
                       {"k": ["${LOCAL_INPUT_IMAGE_PATH}", 3, {"n": "${PROCESSED_IMAGE_SAVE_PATH}"}]}, 5, None)],
     }
@@ -250,35 +265,38 @@ def main():
         "print('tool_name')\n[{'a': 1}]\n  [{'b': 2}]\nx = 'google_search'\n"
         "print(5)", "no import here", "",
     ]
-    for runner, clean in (("thyme", gen_thyme._clean_thyme_code), ("deepeyes", gen_deepeyes._clean_deepeyes_code)):
-        vectors[f"clean_{runner}_code"] = [{"code": c, "turn": t, "out": clean(c, Path("/unused"), turn=t)}
-                                           for c in code_inputs for t in (0, 4)][:10] + \
+    for runner, clean in (("thyme", ref.gen_thyme._clean_thyme_code),
+                          ("deepeyes", ref.gen_deepeyes._clean_deepeyes_code)):
+        found[f"clean_{runner}_code"] = [{"code": c, "turn": t, "out": clean(c, Path("/unused"), turn=t)}
+                                         for c in code_inputs for t in (0, 4)][:10] + \
             [{"code": c, "turn": 0, "out": clean(c, Path("/unused"), turn=0)} for c in code_inputs[5:]]
-    vectors["episodes"] = atm_episodes("thyme") + atm_episodes("deepeyes") + gen_episodes("thyme") + \
-        gen_episodes("deepeyes")
-    header = {
-        "source": {"repo": "https://github.com/ChoS3nE11ven/Agentic-MME",
-                   "commit": "5e5dfbdc7b40b53dea17d5ce754c14034acb185b",
-                   "files": ["atomic/run_atomic_tools_thyme.py", "atomic/run_atomic_tools_deepeyes.py",
-                             "general/run_general_script_thyme.py", "general/run_general_script_deepeyes.py",
-                             "general/run_general_script_openai.py", "search_tools.py", "common_utils.py"]},
-        "generator": "tests/eval/benchmarks/data/make_agentic_mme_runner_vectors.py (torch and transformers stubbed)",
-        "libraries": {"python": sys.version.split()[0], "pillow": Image.__version__, "numpy": np.__version__,
-                      "opencv": __import__("cv2").__version__},
-    }
+    found["episodes"] = atm_episodes(ref, "thyme") + atm_episodes(ref, "deepeyes") + gen_episodes(ref, "thyme") + \
+        gen_episodes(ref, "deepeyes")
+    return found
+
+
+def drive(tree: str, out_dir: str) -> None:
+    ref = load_reference(tree)
+    with contextlib.redirect_stdout(sys.stderr):  # the general runners print debug lines of their own
+        found = vectors(ref)
     systems = {}
-    for case in vectors["episodes"]:  # each distinct system prompt once, requests name it by its SHA-256
+    for case in found["episodes"]:  # each distinct system prompt once, requests name it by its SHA-256
         for request in case["requests"]:
             for message in request["messages"]:
                 if message["role"] == "system":
                     digest = hashlib.sha256(message["content"].encode()).hexdigest()
                     systems[digest] = message["content"]
                     message["content"] = {"sha256": digest}
-    out = json.dumps({"_header": header, "system_prompts": systems, **vectors}, ensure_ascii=False, indent=None)
-    print(out, file=OUT)
+    common.write_json(out_dir, VECTORS, {
+        "generator": common.header(__file__, REPO_URL, COMMIT, LIBRARIES),
+        "_header": {"source": {"repo": REPO_URL, "commit": COMMIT, "files": SOURCE_FILES}},
+        "system_prompts": systems, **found}, indent=None)
 
 
 if __name__ == "__main__":
-    OUT = sys.stdout
-    with contextlib.redirect_stdout(sys.stderr):  # the general runners print debug lines of their own
-        main()
+    import common  # before the reference tree joins sys.path
+
+    if sys.argv[1:2] == ["--driver"]:
+        drive(sys.argv[2], sys.argv[3])
+    else:
+        common.main(__file__, REPO_URL, COMMIT, REQUIREMENTS, OUTPUTS)
