@@ -12,7 +12,8 @@ settings.load_profile("tirlab")
 def pytest_collection_modifyitems(items):
     """A test's own @settings may not bring a deadline back."""
     timed = [item.nodeid for item in items
-             if getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", settings.default).deadline]
+             if getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None) is not None
+             and item.obj._hypothesis_internal_use_settings.deadline is not None]
     if timed:
         raise pytest.UsageError(f"Hypothesis tests with a deadline (set deadline=None: a loaded machine makes any "
                                 f"example slow): {', '.join(timed)}")

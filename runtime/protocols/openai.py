@@ -82,12 +82,21 @@ def _read_call(raw, k: int) -> Call:
             arguments = read_json(json.dumps(arguments, allow_nan=False))
         except (TypeError, ValueError, RecursionError) as err:
             reason = str(err).split(";")[0]
-            return Call(name, None, f"the arguments are not valid JSON ({reason})", id=_id(raw, k))
+            return Call(name, None, f"the arguments are not valid JSON ({reason})", id=_id(raw, k),
+                        raw=_as_sent(arguments))
     if not isinstance(arguments, dict):
         return Call(name, None, f"the arguments must be a JSON object, got {type(arguments).__name__}", id=_id(raw, k))
     if not name:
         return Call("", None, "the tool call has no function name", id=_id(raw, k))
     return Call(name, arguments, id=_id(raw, k))
+
+
+def _as_sent(arguments: dict) -> str:
+    """Arguments a server parsed, written back as close to what it received as JSON text allows (NaN kept)."""
+    try:
+        return json.dumps(arguments, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return ""
 
 
 def _id(raw, k: int) -> str | None:

@@ -8,14 +8,15 @@ committed inputs and writes the outputs. The reference code is never imported by
 
     python scripts/reference/<set>.py [--source GIT_DIR] [--check]
 
-`--source` names a local clone or bare mirror holding the commit (no network needed); without it the repository
-is fetched from GitHub at the commit.
+`--source` names a local clone or bare mirror holding the commit; without it the repository is fetched from GitHub
+at the commit. The first run of a generator builds its scratch venv from PyPI.
 """
 
 import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,17 +72,28 @@ def checkout(repo: str, commit: str, source: str | None, into: Path) -> Path:
 
 
 def scratch_venv(requirements: list[str], python: str = sys.executable) -> Path:
-    """The python of a venv holding exactly `requirements` (pinned `name==version` lines), built once and reused."""
-    key = hashlib.sha256("\n".join([python, *sorted(requirements)]).encode()).hexdigest()[:16]
+    """The python of a venv holding `requirements` (pinned `name==version` lines; what they pull in is resolved
+    by pip), built once per interpreter version and requirement list, and reused. Built in a folder of its own and
+    moved into place, so a failed or concurrent build never leaves a half-made venv to reuse."""
+    identity = subprocess.run([python, "-c", "import sys; print(sys.executable, sys.version)"], check=True,
+                              capture_output=True, text=True).stdout
+    key = hashlib.sha256("\n".join([identity, *sorted(requirements)]).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("TIRLAB_REFERENCE_CACHE", Path.home() / ".cache" / "tirlab-reference"))
     venv = cache / f"venv-{key}"
-    interpreter = venv / "bin" / "python"
-    if not (venv / ".complete").exists():
-        subprocess.run([python, "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run([str(interpreter), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        *requirements], check=True)
-        (venv / ".complete").touch()
-    return interpreter
+    if not venv.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=f"venv-{key}-", dir=cache))
+        try:
+            subprocess.run([python, "-m", "venv", str(building)], check=True)
+            subprocess.run([str(building / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                            "--disable-pip-version-check", *requirements], check=True)
+            building.rename(venv)  # a venv finds its prefix from where its pyvenv.cfg lies, so it can move
+        except OSError:
+            if not venv.exists():  # not a concurrent build that finished first
+                raise
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    return venv / "bin" / "python"
 
 
 def versions(packages: list[str]) -> dict[str, str]:
@@ -115,8 +127,12 @@ def main(script: str, repo: str, commit: str, requirements: list[str], outputs: 
         tree = checkout(repo, commit, args.source, scratch)
         python = scratch_venv(requirements)
         out = scratch / "out"
+        # a fixed hash seed: a reference output that follows a set's order is the same on every run
         subprocess.run([str(python), str(Path(script).resolve()), "--driver", str(tree), str(out)], check=True,
-                       cwd=scratch)
+                       cwd=scratch, env={**os.environ, "PYTHONHASHSEED": "0"})
+        unmade = [name for name in outputs if not (out / name).is_file()]
+        if unmade:
+            sys.exit("the driver did not write: " + ", ".join(unmade))
         differ = []
         for name in outputs:
             made, committed = out / name, ROOT / name
@@ -127,7 +143,10 @@ def main(script: str, repo: str, commit: str, requirements: list[str], outputs: 
                 committed.parent.mkdir(parents=True, exist_ok=True)
                 committed.write_bytes(made.read_bytes())
         if differ:
-            sys.exit("differs from the committed file: " + ", ".join(differ))
+            made_with = subprocess.run([str(python), "-c", "import sys; print(sys.version.split()[0])"],
+                                       capture_output=True, text=True).stdout.strip()
+            sys.exit(f"differs from the committed file: {', '.join(differ)} (made here with Python {made_with}; "
+                     "the committed files name their versions in their 'generator' header)")
         print(("unchanged: " if args.check else "written: ") + ", ".join(outputs))
 
 

@@ -22,6 +22,7 @@ restarts after it; every crash must be explained in manifest.json's `crashes`.
     .venv/bin/python scripts/reference/vtc_bench_tools.py --source PATH/TO/VTC-Bench [--check]
 """
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -160,6 +161,14 @@ def output_key(pixels) -> str:
     return "o" + hashlib.sha1(pixels.tobytes() + str(pixels.shape).encode()).hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def _removed_after(folder: Path):
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def driver(tree: Path, out_dir: str) -> None:
     import common
     import numpy as np
@@ -170,11 +179,11 @@ def driver(tree: Path, out_dir: str) -> None:
     excluded = set(manifest["excluded"]["ids"])
     cases = [case for case in json.loads(gzip.decompress((data / "cases.json.gz").read_bytes()))
              if case["id"] not in excluded]
-    if INPUTS.exists():
-        shutil.rmtree(INPUTS)
+    if INPUTS.parent.exists():  # the path is in the vectors' arguments and replies, so it cannot move
+        sys.exit(f"{INPUTS.parent} exists: this generator needs it for itself; move it away and run it again")
     shutil.copytree(data / "inputs", INPUTS)
     answers = {}
-    with tempfile.TemporaryDirectory(prefix="vtc-tools-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="vtc-tools-") as scratch, _removed_after(INPUTS.parent):
         for name in manifest["environments"]:
             chosen = [case for case in cases if environment(case) == name]
             found, versions = run_environment(tree, name, chosen, Path(scratch))
@@ -192,7 +201,6 @@ def driver(tree: Path, out_dir: str) -> None:
             records.append({**{k: case[k] for k in CASE_INPUTS}, "reference": answer["reference"],
                             "verdict": answer["verdict"], "reply": answer["reply"],
                             **({"loader": case["loader"]} if "loader" in case else {}), "output": output})
-    shutil.rmtree(INPUTS.parent)
     crashes = {record["id"] for record in records if record["verdict"] == "crash"}
     assert crashes == set(manifest["crashes"]), f"explain each crash in manifest.json: {sorted(crashes)}"
     manifest = {"generator": common.header(__file__, REPO_URL, COMMIT, LIBRARIES),

@@ -181,13 +181,18 @@ def test_the_decode_timer_holds_against_a_cells_own_alarm_handler_and_the_worker
 def test_a_decode_waiting_for_a_running_cell_is_not_charged_for_the_wait(tmp_path):
     with SandboxPool(SandboxConfig(decode_timeout_s=0.5), root=tmp_path) as pool, pool.session() as session:
         image = session.run("from PIL import Image\nImage.new('RGB', (8, 8)).save('outputs/a.png')").images[0]
-        cell = threading.Thread(target=session.run, args=("import time\ntime.sleep(1.2)\nkept = 2",))
+        # the cell runs until the test writes `go` into its folder, a second after the decode is asked
+        cell = threading.Thread(target=session.run, args=(
+            "import os, time\nwhile not os.path.exists('go'):\n    time.sleep(0.01)\nkept = 2",))
         cell.start()
         deadline = time.monotonic() + 60
-        while not session._lock.locked() and cell.is_alive():  # until the cell holds the session
-            assert time.monotonic() < deadline, "the cell did not start within 60 s"
+        while not session._lock.locked():  # until the cell holds the session
+            assert cell.is_alive() and time.monotonic() < deadline, "the cell did not start within 60 s"
             time.sleep(0.001)
+        threading.Timer(1.0, (session.directory / "work" / "go").touch).start()
+        asked = time.monotonic()
         assert session.decode(image, **BIG).shape == (8, 8, 3)
+        assert time.monotonic() - asked >= 1.0  # it waited for the cell, twice its own 0.5 s, and was not charged
         cell.join()
         assert session.run("print(kept)").stdout == "2\n"
 
