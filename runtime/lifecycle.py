@@ -148,13 +148,19 @@ def _stop_descendants() -> None:
 
     me = psutil.Process()
     for signum, grace_s in ((signal.SIGTERM, LEFTOVER_GRACE_S), (signal.SIGKILL, 10.0)):
-        for process in me.children(recursive=True):
-            try:
-                process.send_signal(signum)
-            except psutil.Error:  # ended meanwhile
-                pass
+        signalled: set[int] = set()
         deadline = time.monotonic() + grace_s
-        while _running(me) and time.monotonic() < deadline:
+        while True:
+            # listed again every round: a process being stopped may still start one (an engine its worker)
+            for process in me.children(recursive=True):
+                if process.pid not in signalled:
+                    signalled.add(process.pid)
+                    try:
+                        process.send_signal(signum)
+                    except psutil.Error:  # ended meanwhile
+                        pass
+            if not _running(me) or time.monotonic() >= deadline:
+                break
             signal.sigtimedwait({signal.SIGCHLD}, 0.05)
             _reap()
     _reap()

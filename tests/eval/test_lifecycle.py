@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GONE_S = 60  # how soon after the signal no process the run started may be left (the watcher's graces are 4 + 2 s)
 STARTED_S = 120  # how long the run may take to start its helper, its detached process and say so
-ENGINE_S = 600  # how long eval/run_vllm.py may take to start its engine and record (30-90 s on two idle cores)
+ENGINE_S = 1200  # how long eval/run_vllm.py may take to start its engine and record (30-90 s on two idle cores)
 
 # A run with a helper process and a detached one (its parent exits at once, so the kernel hands it to the
 # nearest subreaper); it prints its pid, then waits until the file named by its argument exists (the test
