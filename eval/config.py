@@ -21,7 +21,7 @@ SUITES = ("synthetic", "tir_bench", "vtc_bench", "visualtoolbench", "agentic_mme
 BACKEND_SETTINGS = {"base_url": "openai", "concurrency": "openai", "timeout_s": "openai", "retries": "openai",
                     "send_stop": "openai", "api": "openai", "batch_size": "hf"}
 SCORING = ("official", "strict")
-WEB_MODES = ("replay", "record", "offline")
+WEB_MODES = ("replay", "live", "offline")
 NO_JUDGE = "none"  # --judge_model none: no LLM judge; what needs one stays unscored (TIR-Bench reads answers by rule)
 TOOL_MODES = {"on": ("tools",), "none": ("no_tools",), "both": ("tools", "no_tools")}
 
@@ -66,15 +66,24 @@ class EvalConfig:
     critical: str | None = _help("visualtoolbench: which rubrics a task must meet to pass: 'weight' (weight >= 4, "
                                  "the benchmark's own rule; the default) or 'flag' (the rubric's critical field).",
                                  default=None)
-    web: str | None = _help("Search and browsing tools: 'replay' (recorded answers: the suite's and --web_replay), "
-                            "'record' (replay, else --web_provider, stored in --web_record) or 'offline' (every "
-                            "call answers 'unavailable', counted in the report). Default: replay.", default=None)
-    web_replay: list[str] = _help("More recordings of web answers (.jsonl) for --web replay or record.",
+    web: str | None = _help("Search, page and weather tools: 'replay' (recorded answers: the suite's, the run's own "
+                            "and --web_replay), 'live' (replay, else the benchmark's own providers over the network, "
+                            "keys from the environment, every reply recorded in the run directory) or 'offline' "
+                            "(every call answers 'unavailable', counted in the report). Default: replay.",
+                            default=None)
+    web_replay: list[str] = _help("More recordings of web answers (.jsonl), e.g. another run's web_record.jsonl.",
                                   default_factory=list)
-    web_provider: str | None = _help("--web record: 'module:function' answering (tool, arguments) with the reply "
-                                     "text, e.g. a search API client of your own.", default=None)
-    web_record: str | None = _help("--web record: where new answers are stored (default: web_record.jsonl in the "
-                                   "run directory).", default=None)
+    web_record: str | None = _help("--web live: where new answers are recorded (default: web_record.jsonl in the run "
+                                   "directory).", default=None)
+    web_cache: str | None = _help("--web live: the provider responses shared by every run, so a query is paid for "
+                                  "once ('none': no cache). Default: $TIRLAB_WEB_CACHE, else ~/.cache/tirlab/web.",
+                                  default=None)
+    web_max_calls: int | None = _help("--web live: stop the run (resumable) before the provider request that would "
+                                      "pass this many in the run (every try counts).", default=None)
+    web_max_cost: float | None = _help("--web live: stop the run (resumable) before the estimated provider cost in "
+                                       "US dollars would pass this (prices: docs/web.md).", default=None)
+    web_timeout_s: float | None = _help("--web live: a provider request's read timeout in seconds. Default: each "
+                                        "runner's own (15 s, 10 s or 45 s).", default=None)
     tasks: list[str] = _help("Synthetic suite: which data_gen tasks (default: all).", default_factory=list)
     per_task: int = _help("Synthetic suite: samples per task.", default=8)
     difficulty: str = _help("Synthetic suite: easy, medium or hard.", default="medium")
@@ -161,9 +170,13 @@ class EvalConfig:
             problems.append(f"--critical must be 'weight' or 'flag', got {self.critical!r}")
         if self.web not in (None, *WEB_MODES):
             problems.append(f"--web must be one of {WEB_MODES}, got {self.web!r}")
-        if (self.web == "record") != bool(self.web_provider):
-            problems.append("--web record needs --web_provider module:function (the live provider whose answers are "
-                            "stored), and --web_provider is only used by --web record")
+        live_only = [name for name in ("web_record", "web_cache", "web_max_calls", "web_max_cost", "web_timeout_s")
+                     if getattr(self, name) is not None]
+        if live_only and self.web != "live":
+            problems.append(f"{', '.join('--' + name for name in live_only)}: only read by --web live")
+        problems += [f"--{name} must be positive, got {getattr(self, name)}" for name in
+                     ("web_max_calls", "web_max_cost", "web_timeout_s") if (getattr(self, name) or 0) < 0
+                     or getattr(self, name) == 0]
         problems += [f"--web_replay {path}: no such file" for path in self.web_replay if not Path(path).is_file()]
         if self.scoring not in SCORING:
             problems.append(f"--scoring must be one of {SCORING}, got {self.scoring!r}")

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from eval.metrics import process_metrics
 from eval.suites import suite_figures, suite_tables
-from runtime.web import unavailable_calls
+from runtime.web import read_usage, unavailable_calls
 
 MODES = ("tools", "no_tools")
 PLOTS = {"accuracy": "accuracy_per_category.png", "tools": "tool_distribution.png", "turns": "turns_per_episode.png"}
@@ -123,6 +123,9 @@ def write_report(run_dir: Path, records: list[dict], config: dict | None = None)
         raise ValueError(f"no records to report for {run_dir}: did the run finish any episode?")
     run_dir = Path(run_dir)
     summary = summarize(records)
+    web = read_usage(run_dir)
+    if web is not None:  # the live web calls of the run (runtime/web_http.py)
+        summary["web"] = web.to_json()
     (run_dir / "plots").mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     with matplotlib.rc_context({"text.parse_math": False}):  # names come from models and users: "$" is literal
@@ -168,6 +171,7 @@ def _markdown(summary: dict, records: list[dict], config: dict, figures: list[tu
                       o["images_refused"], o["unscored"], _num(o["latency_s_mean"]), o["prompt_tokens"],
                       o["completion_tokens"]]
                      for m, o in overall.items()])
+    lines += _web_usage(summary.get("web"))
     lines += ["", "## Accuracy per category", ""]
     header = ["category", *(f"{column} ({mode})" for mode in modes for column in ("accuracy", "n"))]
     rows = []
@@ -236,6 +240,24 @@ def _scoring_modes(records: list[dict]) -> list[str]:
                      len(group)])
     return ["", "## Scoring modes", "", *_table(["mode", *names, "items scored differently", "n"], rows),
             "", "The headline uses the run's `--scoring`; the benchmark's folder README shows where the modes differ."]
+
+
+def _web_usage(web: dict | None) -> list[str]:
+    """The live web calls: requests sent per provider endpoint (every try), retries, answers from the shared cache,
+    final failures by kind and the estimated cost."""
+    if not web:
+        return []
+    endpoints = sorted({name for counts in web.values() for name in counts if ": " not in name}
+                       | {name.split(": ")[0] for name in web["faults"]})
+    faults = {e: ", ".join(f"{k.split(': ', 1)[1]} x{n}" for k, n in sorted(web["faults"].items())
+                           if k.startswith(e + ": ")) or "0" for e in endpoints}
+    rows = [[e, web["requests"].get(e, 0), web["retries"].get(e, 0), web["cache_hits"].get(e, 0), faults[e],
+             f"{web['cost'].get(e, 0.0):.3f}"] for e in endpoints]
+    rows.append(["total", sum(web["requests"].values()), sum(web["retries"].values()),
+                 sum(web["cache_hits"].values()), sum(web["faults"].values()), f"{sum(web['cost'].values()):.3f}"])
+    return ["", "## Web calls", "", "Live provider requests of the run (`--web live`; every try counts), answers from "
+            "the shared cache, failures after the retries, and the estimated cost in US dollars (docs/web.md).", "",
+            *_table(["endpoint", "requests", "retries", "cache hits", "faults", "est. cost ($)"], rows)]
 
 
 def _table(header: list, rows: list[list]) -> list[str]:

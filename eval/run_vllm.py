@@ -45,6 +45,7 @@ from eval.rundir import RunDir, merge  # noqa: E402
 from eval.suites import Suite, Task, check_settings, load_suite  # noqa: E402
 from runtime import cli  # noqa: E402
 from runtime.profiles import Budgets  # noqa: E402
+from runtime.web_http import WebBudgetReached  # noqa: E402
 
 SMOKE_DEFAULTS = dict(tools="both", force_tool_calls=2, max_tokens=96, max_images=4, max_pixels=0, max_model_len=4096,
                       dtype="float32", max_active=64)
@@ -222,6 +223,13 @@ def evaluate(config: EvalConfig, backend=None) -> list[dict]:
     except KeyboardInterrupt:
         print(f"\ninterrupted: {len(done) + len(records)} records are saved in {run.records_path}; run the same "
               "command again to resume", file=sys.stderr)
+        raise
+    except WebBudgetReached as stop:
+        print(f"\nstopped: {stop}. {len(done) + len(records)} records are saved in {run.records_path}; the episodes "
+              "in flight run again when you resume: raise the cap and run the same command again", file=sys.stderr)
+        if config.shard_index[1] == 1 and run.records():
+            write_report(run.path, run.records(), _saved_config(config, suite))
+            print(f"report (so far): {run.path / 'report.md'}", file=sys.stderr)
         raise
     finally:
         if backend is not None and owned:

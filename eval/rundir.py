@@ -28,7 +28,8 @@ from runtime.trajectory import drop_partial_line, json_line
 
 # configuration keys that may differ between a run and its resumption (they do not change results)
 RESUMABLE = ("shard", "max_active", "concurrency", "timeout_s", "retries", "overwrite", "versions", "limit",
-             "judge_retries", "judge_base_url", "judge_api")
+             "judge_retries", "judge_base_url", "judge_api", "web_cache", "web_max_calls", "web_max_cost",
+             "web_timeout_s")
 # what a run writes per split: records.jsonl (unsharded or merged), records.shard-<i>-of-<n>.jsonl (shard i of n)
 SPLIT_FILE = re.compile(r"(records|judgments)(?:\.shard-(\d+)-of-(\d+))?\.jsonl")
 
@@ -48,6 +49,16 @@ class RunDir:
         return self._shard_file("judgments")
 
     @property
+    def web_record_path(self) -> Path:
+        """The web tools' recording (runtime/web.py): every live reply of this shard."""
+        return self._shard_file("web_record")
+
+    @property
+    def web_usage_path(self) -> Path:
+        """What this shard's live web calls cost."""
+        return self._shard_file("web_usage", ".json")
+
+    @property
     def done_path(self) -> Path:
         """Written when a shard has recorded and judged all its tasks; `merge` waits for every shard's."""
         index, count = self.shard
@@ -56,9 +67,9 @@ class RunDir:
     def mark_done(self) -> None:
         _write_atomic(self.done_path, "")
 
-    def _shard_file(self, kind: str) -> Path:
+    def _shard_file(self, kind: str, suffix: str = ".jsonl") -> Path:
         index, count = self.shard
-        return self.path / (f"{kind}.jsonl" if count == 1 else f"{kind}.shard-{index}-of-{count}.jsonl")
+        return self.path / (f"{kind}{suffix}" if count == 1 else f"{kind}.shard-{index}-of-{count}{suffix}")
 
     def open(self, config: dict, overwrite: bool = False) -> set[tuple[str, str]]:
         """Create the directory, or check that it holds this same run; returns the (task id, mode) pairs
@@ -77,9 +88,12 @@ class RunDir:
             keep = set()
             if self.shard[1] > 1 and previous is not None and not changed:
                 keep = {f for f in [*split_files(self.path).get(self.shard[1], []),
-                                    *self.path.glob(f"done.shard-*-of-{self.shard[1]}")]
-                        if f.name not in (self.records_path.name, self.judgments_path.name, self.done_path.name)}
+                                    *self.path.glob(f"done.shard-*-of-{self.shard[1]}"),
+                                    *self.path.glob(f"web_*.shard-*-of-{self.shard[1]}.json*")]
+                        if f.name not in (self.records_path.name, self.judgments_path.name, self.done_path.name,
+                                          self.web_record_path.name, self.web_usage_path.name)}
             for stale in [*self.path.glob("records*.jsonl"), *self.path.glob("judgments*.jsonl"),
+                          *self.path.glob("web_record*.jsonl"), *self.path.glob("web_usage*.json"),
                           *self.path.glob("done.shard-*"), self.path / "summary.json", self.path / "report.md"]:
                 if stale not in keep:
                     stale.unlink(missing_ok=True)

@@ -8,7 +8,7 @@ The traceback comes only with `--debug` or TIRLAB_DEBUG=1 (which the programs a 
 tirlab raises ValueError for settings and inputs the user must fix, and so do the libraries it reads them with
 (datasets, TRL's parser); FileNotFoundError names a missing file, ConnectionError a server that cannot be reached
 (a Hub dataset, offline). Any other exception is a crash and keeps its traceback. Ctrl-C ends a program without
-one.
+one; a run stopped by its web budget exits with status 3.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import traceback
 from pathlib import Path
 
 from runtime.lifecycle import Interrupted
+from runtime.web_http import WebBudgetReached
 
 DEBUG_ENV = "TIRLAB_DEBUG"
 USER_ERRORS = (ValueError, FileNotFoundError, ConnectionError)  # ConnectionError: e.g. a Hub dataset, offline
@@ -39,6 +40,8 @@ def run(main, argv: list[str] | None = None, *, debug_takes_values: bool = False
         else:
             print(f"error: {err}\n(--debug or {DEBUG_ENV}=1 shows the traceback)", file=sys.stderr)
         return 2
+    except WebBudgetReached:  # the program said what stopped it and how to resume
+        return 3
     except Interrupted as stop:  # SIGTERM, SIGHUP: the program closed what it had open on its way here
         if debugging():
             traceback.print_exc()

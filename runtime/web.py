@@ -1,97 +1,136 @@
-"""Search and browsing tools without the live web in the loop. A benchmark's web tools (web search, reverse image
-search, page reading, weather) answer from a pluggable backend, so a run is reproducible and needs no network:
+"""The web tools' backend: a benchmark's search, reverse image search, page reading and weather calls are answered
+by recording or by the live providers the benchmark's runners call, and a live run is reproducible offline:
 
-- `replay`: answers recorded from a live run, keyed by call (the tool and its arguments), shipped with a suite or
-  given with `--web_replay`;
-- `record`: replay where a recording has the call, else the user's live provider (`--web_provider
-  module:function`, called as `function(tool, arguments) -> reply text`), whose answer is stored for replay;
+- `replay` (default): answers recorded earlier, keyed by call (the tool and what identifies its arguments): the
+  suite's shipped recordings, the run's own `web_record.jsonl` and the user's `--web_replay` files;
+- `live`: a recorded answer where there is one, else the benchmark's own client for the provider (real HTTP through
+  `runtime.web_http`), whose reply, success or failure, is stored in the run's recording; `--web replay` with that
+  file then gives every tool reply of the run again, offline and without keys;
 - `offline`: every call gets an "unavailable" reply.
 
-A call without an answer gets a reply saying so (in the benchmark's own error shape where it has one) that contains
-`UNAVAILABLE_MARK`, so reports count such calls (`unavailable_calls`) instead of mistaking them for the model's.
-Recordings are JSONL lines `{"tool": name, "arguments": {...}, "reply": text}`; a later line for the same call wins.
+Within a run each call has one answer (the first), so a run is a function of its recording. A reply that a
+provider fault made (HTTP 429 or 5xx after the retries, a timeout, a body that is not JSON) is recorded as such: a
+replay gives it again, while a later live run asks the provider again. A call without an answer gets a reply that
+contains `UNAVAILABLE_MARK` (in the benchmark's own error shape), which reports count as `web_unavailable`.
+Recordings are JSONL lines `{"tool", "arguments", "reply"}` plus `"error": true` for an error reply and
+`"fault": [...]` for one a provider fault made; a later line for the same call wins. No key is ever written: every
+text a provider hands back passes `WebHttp.redact` first.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
+import os
+import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from runtime.trajectory import json_line, message_text
-from tools.toolset import ImageFiles, Reply, Tool
+from runtime.web_http import WebBudgetReached, WebHttp, WebPolicy, WebUsage
+from tools.toolset import Reply
 
-MODES = ("replay", "record", "offline")
+MODES = ("replay", "live", "offline")
 UNAVAILABLE_MARK = "unavailable in this run"
-RECORD_FILE = "web_record.jsonl"  # a run's own recording, in its run directory
+CACHE_ENV = "TIRLAB_WEB_CACHE"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    reply: Reply
+    fault: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LiveProvider:
+    """A benchmark's live client: the environment variables holding its keys (required ones, named with what needs
+    them, and optional ones) and `make(http, keys)`, the client whose methods return the runner's reply."""
+    benchmark: str
+    keys: dict[str, str]
+    optional_keys: dict[str, str]
+    make: Callable[[WebHttp, dict[str, str]], object]
 
 
 class Web:
     def __init__(self, mode: str = "replay", replay: list[str | Path] = (), record_to: str | Path | None = None,
-                 provider: str | None = None):
+                 provider: LiveProvider | None = None, policy: WebPolicy | None = None,
+                 usage_to: str | Path | None = None, environ: dict | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown web mode {mode!r}; use one of {MODES}")
-        if (mode == "record") != (provider is not None):
-            raise ValueError("the 'record' web mode needs a provider (module:function), and only it uses one")
         self.mode, self.record_to = mode, Path(record_to) if record_to else None
-        self.provider = _provider(provider) if provider else None
-        self.answers: dict[str, str] = {}
+        self.recorded: dict[str, Recorded] = {}
         for path in replay:
-            self.answers.update(read_recording(Path(path)))
-        self._lock = threading.Lock()
+            self.recorded.update(read_recording(Path(path)))
+        self.usage_to = Path(usage_to) if usage_to else None
+        self.http, self.client = None, None
+        if mode == "live" and provider is not None:
+            environ = os.environ if environ is None else environ
+            missing = {name: why for name, why in provider.keys.items() if not environ.get(name, "").strip()}
+            if missing:
+                raise ValueError(f"--web live calls {provider.benchmark}'s providers and needs "
+                                 + "; ".join(f"{name} ({why})" for name, why in missing.items())
+                                 + " in the environment: set them (docs/web.md says where to get them), or replay a "
+                                 "recording with --web replay --web_replay FILE")
+            keys = {name: environ[name].strip() for name in (*provider.keys, *provider.optional_keys)
+                    if environ.get(name, "").strip()}
+            for name, why in provider.optional_keys.items():
+                if name not in keys:
+                    print(f"--web live: {name} is not set: {why}", file=sys.stderr)
+            usage = WebUsage.from_json(json.loads(self.usage_to.read_text())) \
+                if self.usage_to is not None and self.usage_to.is_file() else WebUsage()
+            self.http = WebHttp(policy, usage, secrets=keys.values())
+            self.client = provider.make(self.http, keys)
+        self._asked: set[str] = set()  # asked live by this run: its fault is the answer, an earlier run's is not
+        self._lock = threading.RLock()
 
-    def answer(self, tool: str, arguments: dict) -> tuple[str | None, str]:
-        """The reply to a call, or None and why there is none."""
+    def answer(self, tool: str, key: dict, live: Callable[[object], Reply] | None = None) -> tuple[Reply | None, str]:
+        """The reply to a call identified by `key`, or None and why there is none. `live(client)`: the call through
+        the benchmark's live client, asked in live mode when no answer is recorded."""
         if self.mode == "offline":
             return None, "the run is offline (--web offline)"
-        key = call_key(tool, arguments)
+        name = call_key(tool, key)
         with self._lock:
-            if key in self.answers:
-                return self.answers[key], ""
-            if self.mode == "replay":
-                return None, "no recorded answer for this call (--web replay; record one with --web record)"
+            found = self.recorded.get(name)
+            if found is not None and (self.mode == "replay" or not found.fault or name in self._asked):
+                return found.reply, ""
+            if self.mode == "replay" or self.client is None or live is None:
+                return None, "no recorded answer for this call (--web replay; call the providers with --web live)"
+            self.http.begin_call()
             try:
-                reply = self.provider(tool, arguments)
-                if not isinstance(reply, str):
-                    raise TypeError(f"it returned {type(reply).__name__}, not the reply text")
-            except Exception as err:  # noqa: BLE001 - a failing provider is the call's reply, never the run's end
-                return None, f"the web provider failed ({type(err).__name__}: {err})"
-            self.answers[key] = reply
+                reply = live(self.client)
+            except WebBudgetReached:
+                raise
+            except Exception as err:  # noqa: BLE001 - a client bug is the call's reply, never the run's end
+                return None, self.http.redact(f"the web client failed ({type(err).__name__}: {err})")
+            finally:
+                self._save_usage()
+            recorded = Recorded(Reply(self.http.redact(reply.text), reply.error), tuple(self.http.call_faults()))
+            self.recorded[name] = recorded
+            self._asked.add(name)
             if self.record_to is not None:
+                line = {"tool": tool, "arguments": key, "reply": recorded.reply.text}
+                line |= {"error": True} if reply.error else {}
+                line |= {"fault": list(recorded.fault)} if recorded.fault else {}
                 self.record_to.parent.mkdir(parents=True, exist_ok=True)
                 with self.record_to.open("a", encoding="utf-8") as out:
-                    out.write(json_line({"tool": tool, "arguments": arguments, "reply": reply}) + "\n")
-            return reply, ""
+                    out.write(json_line(line))
+            return recorded.reply, ""
 
-    def tool(self, schema: dict, key: Callable[[dict, ImageFiles], dict] | None = None,
-             unavailable: Callable[[str], str] | None = None) -> Tool:
-        """A tool with this published schema that answers from the web backend. `key(arguments, files)`: what
-        identifies the call (default: its arguments; a reverse image search keys on the image's content, not its
-        path); `unavailable(message)`: the benchmark's error reply around the message."""
-        name = schema.get("function", schema)["name"]
-
-        def run(arguments: dict | str, files: ImageFiles) -> Reply:
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments) if arguments.strip() else {}
-                except json.JSONDecodeError as err:
-                    arguments = {"unparsed": arguments, "error": err.msg}
-            reply, reason = self.answer(name, key(arguments, files) if key else arguments)
-            if reply is not None:
-                return Reply(reply)
-            message = f"{name} is {UNAVAILABLE_MARK}: {reason}"
-            return Reply(unavailable(message) if unavailable else message, error=True)
-
-        return Tool(name, schema, run=run)
+    def _save_usage(self) -> None:
+        if self.usage_to is None:
+            return
+        self.usage_to.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.usage_to.with_name(self.usage_to.name + ".tmp")
+        temporary.write_text(json.dumps(self.http.usage.to_json(), indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(temporary, self.usage_to)
 
 
 def call_key(tool: str, arguments: dict) -> str:
     return json.dumps([tool, arguments], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def read_recording(path: Path) -> dict[str, str]:
+def read_recording(path: Path) -> dict[str, Recorded]:
     """A recording's answers by call key; a malformed line is an error naming the file and the line."""
     answers = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -100,34 +139,47 @@ def read_recording(path: Path) -> dict[str, str]:
         try:
             row = json.loads(line)
             if not (isinstance(row, dict) and isinstance(row.get("tool"), str) and isinstance(row.get("reply"), str)
-                    and isinstance(row.get("arguments"), dict)):
-                raise ValueError('each line is {"tool": name, "arguments": {...}, "reply": text}')
+                    and isinstance(row.get("arguments"), dict) and isinstance(row.get("error", False), bool)
+                    and isinstance(row.get("fault", []), list)):
+                raise ValueError('each line is {"tool": name, "arguments": {...}, "reply": text}, with "error": '
+                                 'true/false and "fault": [...] where a provider failed')
         except ValueError as err:
             raise ValueError(f"{path}, line {number}: not a web recording ({err})") from None
-        answers[call_key(row["tool"], row["arguments"])] = row["reply"]
+        answers[call_key(row["tool"], row["arguments"])] = Recorded(Reply(row["reply"], row.get("error", False)),
+                                                                    tuple(map(str, row.get("fault", []))))
     return answers
 
 
-def web_from_config(config, shipped: list[Path] = ()) -> Web:
-    """The run's web backend: the suite's shipped recordings, the run's own (an earlier `record` run into this run
-    directory), then the user's `--web_replay` files; `record` stores new answers in the run directory."""
-    own = Path(config.web_record) if config.web_record else Path(config.out or ".") / RECORD_FILE
-    replay = [*shipped, *([own] if own.is_file() else []), *config.web_replay]
-    return Web(config.web or "replay", replay, own, config.web_provider)
+def web_from_config(config, shipped: list[Path] = (), provider: LiveProvider | None = None) -> Web:
+    """The run's web backend: the suite's shipped recordings, the run directory's own (every shard's, from earlier
+    runs into it), then the user's `--web_replay` files; `live` asks `provider` for the rest and records it in this
+    shard's `web_record.jsonl` (or --web_record), its costs in `web_usage.json`."""
+    from eval.rundir import RunDir
+
+    run = RunDir(config.out or ".", config.shard_index)
+    own = Path(config.web_record) if config.web_record else run.web_record_path
+    earlier = sorted({own, *run.path.glob("web_record*.jsonl")})
+    replay = [*shipped, *(path for path in earlier if path.is_file()), *config.web_replay]
+    cache = config.web_cache or os.environ.get(CACHE_ENV) or str(Path.home() / ".cache" / "tirlab" / "web")
+    policy = WebPolicy(max_calls=config.web_max_calls, max_cost=config.web_max_cost,
+                       timeout_s=config.web_timeout_s, cache_dir=None if cache == "none" else Path(cache))
+    return Web(config.web or "replay", replay, own, provider, policy, run.web_usage_path)
+
+
+def read_usage(run_dir: Path) -> WebUsage | None:
+    """A run's web usage (requests, retries, cache hits, faults and estimated cost by endpoint, every shard's
+    summed), if it made live calls."""
+    paths = sorted(Path(run_dir).glob("web_usage*.json"))
+    if not paths:
+        return None
+    total = WebUsage()
+    for path in paths:
+        usage = WebUsage.from_json(json.loads(path.read_text(encoding="utf-8")))
+        for name in ("requests", "retries", "cache_hits", "faults", "cost"):
+            getattr(total, name).update(getattr(usage, name))
+    return total
 
 
 def unavailable_calls(messages: list[dict]) -> int:
     """How many tool replies of a trajectory said the web was unavailable."""
     return sum(1 for m in messages if m.get("role") == "tool" and UNAVAILABLE_MARK in message_text(m))
-
-
-def _provider(spec: str) -> Callable[[str, dict], str]:
-    module, _, function = spec.partition(":")
-    try:
-        found = getattr(importlib.import_module(module), function)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ValueError(f"--web_provider {spec!r}: cannot import it ({err}); give 'module:function', a function "
-                         "taking (tool, arguments) and returning the reply text") from None
-    if not callable(found):
-        raise ValueError(f"--web_provider {spec!r} is not a function")
-    return found

@@ -165,9 +165,10 @@ BENCHMARKS = {
 }
 # Settings that only some suites read. Each suite names those it reads (`Suite.settings`); a run that sets
 # another one is refused rather than silently ignored.
-SUITE_SETTINGS = ("data_dir", "revision", "scoring", "prompt_variant", "track", "ablation", "study", "critical", "web",
-                  "web_replay", "web_provider", "web_record", "tasks", "per_task", "difficulty", "toolset", "max_turns",
-                  "max_tool_calls")
+# the web tools' settings, read by the suites with web tools (runtime/web.py)
+WEB_SETTINGS = ("web", "web_replay", "web_record", "web_cache", "web_max_calls", "web_max_cost", "web_timeout_s")
+SUITE_SETTINGS = ("data_dir", "revision", "scoring", "prompt_variant", "track", "ablation", "study", "critical",
+                  *WEB_SETTINGS, "tasks", "per_task", "difficulty", "toolset", "max_turns", "max_tool_calls")
 SYNTHETIC_SETTINGS = frozenset({"tasks", "per_task", "difficulty", "toolset", "max_turns", "max_tool_calls"})
 
 

@@ -118,7 +118,8 @@ def test_resuming_with_another_configuration_is_refused(tmp_path):
     (dict(force_tool_calls=2, backend="hf"), "needs --backend vllm"),
     (dict(suite="visualtoolbench", critical="all"), "--critical must be 'weight' or 'flag'"),
     (dict(suite="agentic_mme", web="cached"), "--web must be one of"),
-    (dict(suite="agentic_mme", web="record"), "--web record needs --web_provider"),
+    (dict(suite="agentic_mme", web_max_calls=10), "--web_max_calls: only read by --web live"),
+    (dict(suite="agentic_mme", web="live", web_max_cost=0), "--web_max_cost must be positive"),
     (dict(suite="agentic_mme", web_replay=["missing.jsonl"]), "missing.jsonl: no such file"),
 ])
 def test_bad_settings_fail_early_with_what_to_do(overrides, message):

@@ -16,7 +16,8 @@ VALUES = {
     "model": "Qwen/Qwen2.5-VL-7B-Instruct", "preset": "qwen2.5-vl", "backend": "vllm", "base_url": "http://127.0.0.1:9/v1",
     "api_key_env": "MY_KEY", "suite": "synthetic", "data_dir": "data", "revision": "main", "scoring": "strict",
     "prompt_variant": "strong", "track": "code", "ablation": "no_vision_tools", "study": "function_calling", "critical": "flag", "web": "offline",
-    "web_replay": "{replay}", "web_provider": None, "web_record": "web.jsonl", "tasks": "maze", "per_task": "2",
+    "web_replay": "{replay}", "web_record": "web.jsonl", "web_cache": "{out}/cache", "web_max_calls": "10",
+    "web_max_cost": "0.5", "web_timeout_s": "5", "tasks": "maze", "per_task": "2",
     "difficulty": "easy", "limit": "3", "toolset": "default", "tools": "both", "out": "{out}", "overwrite": "true",
     "shard": "0/2", "seed": "1", "max_tokens": "0", "temperature": "0.5", "top_p": "0.9", "top_k": "5",
     "presence_penalty": "0.5", "max_turns": "4", "max_tool_calls": "4", "max_images": "8", "max_pixels": "0",
@@ -26,6 +27,7 @@ VALUES = {
     "judge_base_url": "http://127.0.0.1:9/v1", "judge_api": "vllm",
 }
 SUITE_NAMES = (*SUITES, "tasks.jsonl")
+LIVE_ONLY = ("web_record", "web_cache", "web_max_calls", "web_max_cost", "web_timeout_s")
 
 
 def test_every_setting_has_a_value_here():
@@ -40,12 +42,11 @@ def _argv(tmp_path, suite: str, name: str, backend: str = "vllm") -> list[str]:
     argv = ["--suite", suite_arg, "--model", VALUES["model"], "--backend", backend, "--out", str(tmp_path / "run")]
     if backend == "openai":
         argv += ["--base_url", VALUES["base_url"]]
-    if name == "web_provider":  # read only with --web record
-        return argv + ["--web", "record", "--web_provider", "tests.module:function"]
+    live = ["--web", "live"] if name in LIVE_ONLY else []  # read only with --web live
     if name in ("suite", "model", "backend", "out") or (backend == "openai" and name == "base_url"):
         return argv
     value = VALUES[name].format(replay=replay, out=tmp_path / "run")
-    return argv + [f"--{name}", value]
+    return argv + live + [f"--{name}", value]
 
 
 def _reads(suite: str) -> frozenset:
@@ -56,12 +57,10 @@ def _reads(suite: str) -> frozenset:
 @pytest.mark.parametrize("name", [f.name for f in fields(EvalConfig)])
 def test_every_setting_on_every_suite_is_read_or_refused(tmp_path, suite, name):
     argv = _argv(tmp_path, suite, name)
-    unread = name in SUITE_SETTINGS and name not in _reads(suite) or (
-        name == "web_provider" and "web" not in _reads(suite))
+    unread = name in SUITE_SETTINGS and name not in _reads(suite)
     wrong_backend = name in BACKEND_SETTINGS and BACKEND_SETTINGS[name] != "vllm"
     if unread or wrong_backend:
-        refused = "web" if name == "web_provider" else name
-        with pytest.raises(ValueError, match=f"does not use .*--{refused}"):
+        with pytest.raises(ValueError, match=f"does not use .*--{name}"):
             resolve(parse(argv))
     else:
         resolve(parse(argv))

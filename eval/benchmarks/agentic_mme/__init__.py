@@ -21,9 +21,10 @@ from pathlib import Path
 from eval.backends import Sampling
 from eval.benchmarks.agentic_mme import data, process, runners, scoring, tables
 from eval.benchmarks.agentic_mme.images import JUDGE, as_sent, message_limits, sent_made, sent_original
+from eval.benchmarks.agentic_mme.web import PROVIDER, runner_error
 from eval.benchmarks.data import LazyImages, keep, wanted
 from eval.config import NO_JUDGE
-from eval.suites import Suite
+from eval.suites import WEB_SETTINGS, Suite
 from runtime.code_tools import TRANSFORMED
 from runtime.harness import Harness, Nudge
 from runtime.profiles import QWEN_STOP, Budgets
@@ -320,48 +321,50 @@ def image_sha256(image) -> str:
 
 
 def search_tools(web, track: str) -> list[Tool]:
-    """The three search tools with the runner's schemas, answered by the web backend, replies as the runner
-    hands them to the model (`context` or `text`, or `Error: ...`)."""
+    """The three search tools with the runner's schemas, answered by the web backend (recorded, or live through
+    web.py's client), replies as the runner hands them to the model (`context` or `text`, or `Error: ...`)."""
     schemas = {s["function"]["name"]: s for s in search_schemas(track)}
 
-    def answer(name: str, key: dict) -> Reply:
-        reply, reason = web.answer(name, key)
+    def answer(name: str, key: dict, live) -> Reply:
+        reply, reason = web.answer(name, key, live)
         if reply is None:
             from runtime.web import UNAVAILABLE_MARK
 
             return Reply(f"Error: Search failed: {name} is {UNAVAILABLE_MARK}: {reason}"[:len("Error: ") + 200], True)
-        return Reply(reply)
-
-    def failed(err: Exception) -> Reply:
-        return Reply(f"Error: Search failed: {str(err)[:200]}", error=True)
+        return reply
 
     def google_search(arguments, files) -> Reply:
-        query = str(arguments.get("query") or "")
+        # Atm passes str(args.get("query", "")) on (a null query is "None"); Gen refuses an empty one
+        query = str(arguments.get("query") or "") if track == "gen" else str(arguments.get("query", ""))
         if track == "gen" and not query:
             return Reply("Error: google_search requires 'query' argument", error=True)
-        return answer("google_search", {"query": query, "gl": arguments.get("gl") or DEFAULT_GL,
-                                        "hl": arguments.get("hl") or DEFAULT_HL})
+        key = {"query": query, "gl": arguments.get("gl") or DEFAULT_GL, "hl": arguments.get("hl") or DEFAULT_HL}
+        return answer("google_search", key, lambda client: client.google_search(key["query"], key["gl"], key["hl"]))
 
     def google_lens_search(arguments, files) -> Reply:
         try:
             index = arguments.get(LENS_IMAGE, 0) if track == "gen" else _atm_lens_image(arguments, files)
             if isinstance(index, str):
-                return answer("google_lens_search", {"image_path": index})
+                return answer("google_lens_search", {"image_path": index},
+                              lambda client: client.google_lens_search_path(index))
             image = _workspace_image(files, index)
         except Exception as err:  # noqa: BLE001 - the runner turns any failure into its error reply
-            return failed(err)
-        return answer("google_lens_search", {"image_sha256": image_sha256(image)})
+            return Reply(f"Error: {runner_error(str(err))}", error=True)
+        return answer("google_lens_search", {"image_sha256": image_sha256(image)},
+                      lambda client: client.google_lens_search(image))
 
     def fetch_webpage(arguments, files) -> Reply:
-        url = str(arguments.get("url") or "")
+        url = str(arguments.get("url") or "") if track == "gen" else str(arguments.get("url", ""))
         if track == "gen" and not url:
             return Reply("Error: fetch_webpage requires 'url' argument", error=True)
         try:
             limit = int(arguments.get("max_chars", FETCH_CHARS) or FETCH_CHARS)
         except (TypeError, ValueError) as err:
-            return failed(err)
-        reply = answer("fetch_webpage", {"url": url})
-        return reply if reply.error else Reply(reply.text[:limit] if limit > 0 else reply.text)
+            return Reply(f"Error: {runner_error(str(err))}", error=True)
+        reply = answer("fetch_webpage", {"url": url}, lambda client: client.fetch_webpage(url))
+        # fetch_webpage: `if max_chars and len(text) > max_chars: text = text[:max_chars]` (a negative limit cuts
+        # from the end)
+        return reply if reply.error or len(reply.text) <= limit else Reply(reply.text[:limit])
 
     runs = {"google_search": google_search, "google_lens_search": google_lens_search, "fetch_webpage": fetch_webpage}
     return [Tool(name, schemas[name], run=_with_arguments(run)) for name, run in runs.items()]
@@ -523,8 +526,8 @@ def _profile_name(preset: str | None) -> str | None:
 class AgenticMme(Suite):
     name = "agentic_mme"
     # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused
-    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "track", "ablation", "web", "web_replay",
-                          "web_provider", "web_record", "max_turns", "max_tool_calls"})
+    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "track", "ablation", *WEB_SETTINGS,
+                          "max_turns", "max_tool_calls"})
     judge_regex = False  # the S judge's verdict format enforced by structured outputs (tests of random-weight judges)
 
     def __init__(self, tasks, skipped, dataset: str, scoring_mode: str, judge: str | None, track: str = DEFAULT_TRACK,
@@ -554,7 +557,8 @@ class AgenticMme(Suite):
         for flag in loaded["flags"]:
             print(f"Agentic-MME: flagged: {flag}")
         judge = None if config.judge_model == NO_JUDGE else config.judge_model
-        web = web_from_config(config, shipped=[WEB_REPLAY] if WEB_REPLAY.is_file() else [])
+        web = web_from_config(config, shipped=[WEB_REPLAY] if WEB_REPLAY.is_file() else [],
+                              provider=None if ablation == "image_only" else PROVIDER)
         suite = cls(*keep(tasks, skipped, levels, data.LEVELS), dataset, config.scoring, judge, track, web,
                     Path(config.out) / "images" if config.out else None, ablation, loaded)
         suite.runner = _profile_name(config.preset)

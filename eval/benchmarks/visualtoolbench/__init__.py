@@ -30,8 +30,9 @@ import numpy as np
 from PIL import Image
 
 from eval.benchmarks.visualtoolbench import data, scoring
+from eval.benchmarks.visualtoolbench.web import PROVIDER
 from eval.config import NO_JUDGE
-from eval.suites import Suite
+from eval.suites import WEB_SETTINGS, Suite
 from runtime.code_tools import CodeTool, TRANSFORMED, vtb_cell, vtb_observation, vtb_result
 from runtime.harness import Harness
 from runtime.profiles import QWEN_STOP, BoxConvention, Budgets
@@ -188,27 +189,27 @@ def bound(name: str, arguments) -> dict:
 
 
 def web_tools(web, schemas: dict) -> list[Tool]:
-    """The three web tools with the published schemas, answered by the web backend (replies recorded from the
-    reference's tools, `str()` of their dicts); a call without an answer gets the tool's own error dict."""
+    """The three web tools with the published schemas, answered by the web backend (recorded, or live through
+    web.py's client: `str()` of the reference's dicts); a call without an answer gets the tool's own error dict."""
 
     def google_search(arguments, files) -> Reply:
         args = bound("google_search", arguments)
-        reply, reason = web.answer("google_search", args)
-        return Reply(reply) if reply is not None else Reply(str(
+        reply, reason = web.answer("google_search", args, lambda client: client.google_search(**args))
+        return reply if reply is not None else Reply(str(
             {"results": [], "query": args["query"], "status": "error", "error": _unavailable("google_search", reason)}),
             error=True)
 
     def browser_get_page_text(arguments, files) -> Reply:
         args = bound("browser_get_page_text", arguments)
-        reply, reason = web.answer("browser_get_page_text", args)
-        return Reply(reply) if reply is not None else Reply(str(
+        reply, reason = web.answer("browser_get_page_text", args, lambda client: client.browser_get_page_text(**args))
+        return reply if reply is not None else Reply(str(
             {"url": args["url"], "title": "", "text": "", "status": "error",
              "error": _unavailable("browser_get_page_text", reason)}), error=True)
 
     def historical_weather(arguments, files) -> Reply:
         args = bound("historical_weather", arguments)
-        reply, reason = web.answer("historical_weather", args)
-        return Reply(reply) if reply is not None else Reply(str(
+        reply, reason = web.answer("historical_weather", args, lambda client: client.historical_weather(**args))
+        return reply if reply is not None else Reply(str(
             {"location": args["location"], "date": args["date"], "status": "error",
              "error": _unavailable("historical_weather", reason)}), error=True)
 
@@ -509,8 +510,8 @@ class VisualToolBench(Suite):
     name = "visualtoolbench"
     # the suite-specific settings it reads (eval.suites.SUITE_SETTINGS); any other one is refused. Not --max_turns
     # or --max_tool_calls: the runner counts its own rounds, 20 of calls per turn
-    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "critical", "web", "web_replay", "web_provider",
-                          "web_record", "prompt_variant", "ablation", "toolset"})
+    settings = frozenset({"data_dir", "revision", "scoring", "tasks", "critical", *WEB_SETTINGS, "prompt_variant",
+                          "ablation", "toolset"})
     judge_regex = False  # constrain a vLLM judge's replies to a verdict object (tests of random-weight judges)
     judge_max_tokens = 2048  # the reference sets none; enough for a reasoning judge's reply
 
@@ -533,7 +534,7 @@ class VisualToolBench(Suite):
         tasks, skipped, dataset, counts = data.load(config.data_dir, config.revision, *data.selection(config.tasks))
         print(counts)
         judge = None if config.judge_model in (None, NO_JUDGE) else config.judge_model
-        web = web_from_config(config, shipped=[WEB_REPLAY] if WEB_REPLAY.is_file() else [])
+        web = web_from_config(config, shipped=[WEB_REPLAY] if WEB_REPLAY.is_file() else [], provider=PROVIDER)
         return cls(tasks, skipped, dataset, config.scoring, judge, critical, web, prompt_variant=prompt_variant,
                    ablation=ablation, atomic=atomic, counts=counts)
 

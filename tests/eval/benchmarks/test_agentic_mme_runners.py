@@ -22,6 +22,7 @@ from eval.presets import PRESETS
 from eval.run_vllm import evaluate, resolve
 from eval.rundir import RunDir
 from runtime.profiles import DEEPEYES_SYSTEM, DEEPEYES_TURN
+from tools.toolset import Reply
 from tests.eval.benchmarks.helpers import ScriptedBackend
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "agentic_mme_runner_vectors.json").read_text(encoding="utf-8"))
@@ -71,12 +72,12 @@ def test_clean_code(runner):
 class Web:
     """The search answers the vectors' generator gave the reference (its network functions replaced)."""
 
-    def answer(self, tool, key):
+    def answer(self, tool, key, live=None):
         if tool == "google_search":
-            return f"Search results for: {key['query']}", ""
+            return Reply(f"Search results for: {key['query']}"), ""
         if tool == "fetch_webpage":
-            return f"Page text of {key['url']} " + "x" * 40, ""
-        return "Lens results for *", ""
+            return Reply(f"Page text of {key['url']} " + "x" * 40), ""
+        return Reply("Lens results for *"), ""
 
 
 def _dataset(root: Path, case) -> Path:
@@ -155,7 +156,7 @@ def _parts(parts) -> tuple:
 def test_an_episode_sends_what_the_reference_runner_sends(case, tmp_path, monkeypatch):
     import runtime.web
 
-    monkeypatch.setattr(runtime.web, "web_from_config", lambda config, shipped=(): Web())
+    monkeypatch.setattr(runtime.web, "web_from_config", lambda config, shipped=(), provider=None: Web())
     data = _dataset(tmp_path / "data", case)
     backend = ScriptedBackend(case["replies"])
     run = tmp_path / "run"
