@@ -76,7 +76,8 @@ class EvalConfig:
     web_record: str | None = _help("--web live: where new answers are recorded (default: web_record.jsonl in the run "
                                    "directory).", default=None)
     web_cache: str | None = _help("--web live: the provider responses shared by every run, so a query is paid for "
-                                  "once ('none': no cache). Default: $TIRLAB_WEB_CACHE, else ~/.cache/tirlab/web.",
+                                  "once ('none': no cache). Default: $TIRLAB_WEB_CACHE, else web/ in tirlab's cache "
+                                  "($TIRLAB_CACHE, ~/.cache/tirlab).",
                                   default=None)
     web_max_calls: int | None = _help("--web live: stop the run (resumable) before the provider request that would "
                                       "pass this many in the run (every try counts).", default=None)

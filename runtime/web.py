@@ -8,10 +8,11 @@ by recording or by the live providers the benchmark's runners call, and a live r
   file then gives every tool reply of the run again, offline and without keys;
 - `offline`: every call gets an "unavailable" reply.
 
-Within a run each call has one answer (the first), so a run is a function of its recording. A reply that a
-provider fault made (HTTP 429 or 5xx after the retries, a timeout, a body that is not JSON) is recorded as such: a
-replay gives it again, while a later live run asks the provider again. A call without an answer gets a reply that
-contains `UNAVAILABLE_MARK` (in the benchmark's own error shape), which reports count as `web_unavailable`.
+Within a run each call has one answer (the first, kept across resumes), so a run is a function of its recording.
+A reply that a provider fault made (HTTP 429 or 5xx after the retries, a timeout, a body that is not JSON) is
+recorded as such: a replay gives it again, while a live run that finds it in another run's recording asks the
+provider again. A call without an answer gets a reply that contains `UNAVAILABLE_MARK` (in the benchmark's own
+error shape), which reports count as `web_unavailable`.
 Recordings are JSONL lines `{"tool", "arguments", "reply"}` plus `"error": true` for an error reply and
 `"fault": [...]` for one a provider fault made; a later line for the same call wins. No key is ever written: every
 text a provider hands back passes `WebHttp.redact` first.
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from runtime.trajectory import json_line, message_text
+from runtime.trajectory import message_text
 from runtime.web_http import WebBudgetReached, WebHttp, WebPolicy, WebUsage
 from tools.toolset import Reply
 
@@ -55,13 +56,23 @@ class LiveProvider:
 class Web:
     def __init__(self, mode: str = "replay", replay: list[str | Path] = (), record_to: str | Path | None = None,
                  provider: LiveProvider | None = None, policy: WebPolicy | None = None,
-                 usage_to: str | Path | None = None, environ: dict | None = None):
+                 usage_to: str | Path | None = None, environ: dict | None = None, own: list[str | Path] = (),
+                 usage: WebUsage | None = None):
+        """`replay`: recordings from elsewhere (a suite's, the user's); `own`: the run's own (read last, so they win,
+        and final: a fault in them is the run's answer); `usage`: what the run's live calls cost so far."""
         if mode not in MODES:
             raise ValueError(f"unknown web mode {mode!r}; use one of {MODES}")
         self.mode, self.record_to = mode, Path(record_to) if record_to else None
         self.recorded: dict[str, Recorded] = {}
         for path in replay:
             self.recorded.update(read_recording(Path(path)))
+        self._asked: set[str] = set()  # answered by this run (its recordings, its live calls): final
+        for path in own:
+            answers = read_recording(Path(path), own=True)
+            self.recorded.update(answers)
+            self._asked |= set(answers)
+        if self.record_to is not None and self.record_to.is_file():
+            _drop_partial_line(self.record_to)  # a run killed while it wrote one
         self.usage_to = Path(usage_to) if usage_to else None
         self.http, self.client = None, None
         if mode == "live" and provider is not None:
@@ -77,11 +88,8 @@ class Web:
             for name, why in provider.optional_keys.items():
                 if name not in keys:
                     print(f"--web live: {name} is not set: {why}", file=sys.stderr)
-            usage = WebUsage.from_json(json.loads(self.usage_to.read_text())) \
-                if self.usage_to is not None and self.usage_to.is_file() else WebUsage()
-            self.http = WebHttp(policy, usage, secrets=keys.values())
+            self.http = WebHttp(policy, usage or WebUsage(), secrets=keys.values())
             self.client = provider.make(self.http, keys)
-        self._asked: set[str] = set()  # asked live by this run: its fault is the answer, an earlier run's is not
         self._lock = threading.RLock()
 
     def answer(self, tool: str, key: dict, live: Callable[[object], Reply] | None = None) -> tuple[Reply | None, str]:
@@ -93,6 +101,9 @@ class Web:
         with self._lock:
             found = self.recorded.get(name)
             if found is not None and (self.mode == "replay" or not found.fault or name in self._asked):
+                if self.mode == "live" and name not in self._asked:  # another recording's: the run records it too
+                    self._asked.add(name)
+                    self._record(tool, key, found)
                 return found.reply, ""
             if self.mode == "replay" or self.client is None or live is None:
                 return None, "no recorded answer for this call (--web replay; call the providers with --web live)"
@@ -108,14 +119,19 @@ class Web:
             recorded = Recorded(Reply(self.http.redact(reply.text), reply.error), tuple(self.http.call_faults()))
             self.recorded[name] = recorded
             self._asked.add(name)
-            if self.record_to is not None:
-                line = {"tool": tool, "arguments": key, "reply": recorded.reply.text}
-                line |= {"error": True} if reply.error else {}
-                line |= {"fault": list(recorded.fault)} if recorded.fault else {}
-                self.record_to.parent.mkdir(parents=True, exist_ok=True)
-                with self.record_to.open("a", encoding="utf-8") as out:
-                    out.write(json_line(line))
+            self._record(tool, key, recorded)
             return recorded.reply, ""
+
+    def _record(self, tool: str, key: dict, recorded: Recorded) -> None:
+        if self.record_to is None:
+            return
+        line = {"tool": tool, "arguments": key, "reply": recorded.reply.text}
+        line |= {"error": True} if recorded.reply.error else {}
+        line |= {"fault": list(recorded.fault)} if recorded.fault else {}
+        self.record_to.parent.mkdir(parents=True, exist_ok=True)
+        with self.record_to.open("a", encoding="utf-8") as out:
+            # ASCII-escaped: a reply's U+2028 or U+0085 must not break the line for readers that split on them
+            out.write(json.dumps(line) + "\n")
 
     def _save_usage(self) -> None:
         if self.usage_to is None:
@@ -130,12 +146,19 @@ def call_key(tool: str, arguments: dict) -> str:
     return json.dumps([tool, arguments], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def read_recording(path: Path) -> dict[str, Recorded]:
-    """A recording's answers by call key; a malformed line is an error naming the file and the line."""
+def read_recording(path: Path, own: bool = False) -> dict[str, Recorded]:
+    """A recording's answers by call key; a malformed line is an error naming the file and the line, but for the
+    unfinished last line of a run's own recording (the run was killed while it wrote it), which is left out."""
     answers = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        if own and number == len(lines) and _unfinished(line):
+            print(f"{path}, line {number}: an unfinished last line (a run stopped while writing it), left out",
+                  file=sys.stderr)
+            break
         try:
             row = json.loads(line)
             if not (isinstance(row, dict) and isinstance(row.get("tool"), str) and isinstance(row.get("reply"), str)
@@ -151,19 +174,24 @@ def read_recording(path: Path) -> dict[str, Recorded]:
 
 
 def web_from_config(config, shipped: list[Path] = (), provider: LiveProvider | None = None) -> Web:
-    """The run's web backend: the suite's shipped recordings, the run directory's own (every shard's, from earlier
-    runs into it), then the user's `--web_replay` files; `live` asks `provider` for the rest and records it in this
-    shard's `web_record.jsonl` (or --web_record), its costs in `web_usage.json`."""
+    """The run's web backend: the suite's shipped recordings and the user's `--web_replay` files, then the run
+    directory's own (every shard's, from earlier runs into it; not this shard's under --overwrite, which deletes
+    them); `live` asks `provider` for the rest and records it in this shard's `web_record.jsonl` (or
+    --web_record), its costs in `web_usage.json`."""
+    from eval.config import cache_dir
     from eval.rundir import RunDir
 
     run = RunDir(config.out or ".", config.shard_index)
-    own = Path(config.web_record) if config.web_record else run.web_record_path
-    earlier = sorted({own, *run.path.glob("web_record*.jsonl")})
-    replay = [*shipped, *(path for path in earlier if path.is_file()), *config.web_replay]
-    cache = config.web_cache or os.environ.get(CACHE_ENV) or str(Path.home() / ".cache" / "tirlab" / "web")
+    record = Path(config.web_record) if config.web_record else run.web_record_path
+    own = sorted({record, *run.path.glob("web_record*.jsonl")} - ({record} if config.overwrite else set()))
+    usage = None
+    if run.web_usage_path.is_file() and not config.overwrite:
+        usage = WebUsage.from_json(json.loads(run.web_usage_path.read_text(encoding="utf-8")))
+    cache = config.web_cache or os.environ.get(CACHE_ENV) or str(cache_dir() / "web")
     policy = WebPolicy(max_calls=config.web_max_calls, max_cost=config.web_max_cost,
                        timeout_s=config.web_timeout_s, cache_dir=None if cache == "none" else Path(cache))
-    return Web(config.web or "replay", replay, own, provider, policy, run.web_usage_path)
+    return Web(config.web or "replay", [*shipped, *config.web_replay], record, provider, policy, run.web_usage_path,
+               own=[path for path in own if path.is_file()], usage=usage)
 
 
 def read_usage(run_dir: Path) -> WebUsage | None:
@@ -183,3 +211,19 @@ def read_usage(run_dir: Path) -> WebUsage | None:
 def unavailable_calls(messages: list[dict]) -> int:
     """How many tool replies of a trajectory said the web was unavailable."""
     return sum(1 for m in messages if m.get("role") == "tool" and UNAVAILABLE_MARK in message_text(m))
+
+
+def _unfinished(line: str) -> bool:
+    try:
+        json.loads(line)
+        return False
+    except ValueError:
+        return True
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut a last line that has no newline (the next line would be glued to it)."""
+    with path.open("rb+") as file:
+        data = file.read()
+        if data and not data.endswith(b"\n"):
+            file.truncate(data.rfind(b"\n") + 1)

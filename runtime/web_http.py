@@ -3,8 +3,7 @@
 - sends it with the runner's own timeout (or the run's `--web_timeout_s`) and retries 429, 5xx, timeouts and
   dropped connections with backoff (honouring Retry-After), then hands the last response, or raises the last
   error, to the benchmark's own reply code, so a failure reads as the runner's reply to it;
-- bounds what it reads: at most `max_bytes` per response and a deadline per request (a server that drips bytes
-  cannot hold the run);
+- bounds what it reads: at most `max_bytes` per response, and a deadline per request checked between chunks;
 - answers a request it has sent before, in any run, from the shared cache (successful responses only, stored
   without the keys), so the same query is paid for once;
 - counts requests, retries, faults, cache hits and estimated cost per endpoint, and stops the run
@@ -20,6 +19,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -30,6 +30,8 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 from requests.structures import CaseInsensitiveDict
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
 
 # Each provider endpoint by name; TIRLAB_WEB_ENDPOINTS (a JSON object of name -> URL) points names elsewhere (a
 # proxy, or the local fakes of the tests). `jina_reader` is a prefix the page's URL is appended to.
@@ -52,7 +54,6 @@ PRICES = {"serper_search": 0.001, "serper_lens": 0.003, "imgbb_upload": 0.0, "ji
 REDACTED = "***"
 BACKOFF_S = 5.0  # Agentic-MME's runners wait 5 s, then 10 s
 ALLOW_PRIVATE_ENV = "TIRLAB_WEB_ALLOW_PRIVATE"  # 1: a model's URL may reach private addresses (local tests, intranets)
-RETRIED_STATUS = (429, 500, 502, 503, 504)
 MAX_REDIRECTS = 30  # requests' own limit
 
 
@@ -89,7 +90,7 @@ class WebPolicy:
             raise ValueError(f"{ENDPOINTS_ENV}: unknown endpoint name(s) {sorted(unknown)}; the names are "
                              f"{sorted(ENDPOINTS)}")
         if self.attempts < 1:
-            raise ValueError(f"--web_attempts must be at least 1, got {self.attempts}")
+            raise ValueError(f"a web request needs at least 1 try, got {self.attempts}")
 
 
 @dataclass
@@ -115,7 +116,6 @@ class WebHttp:
         self.policy = policy or WebPolicy()
         self.usage = usage or WebUsage()
         self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
-        self.session = requests.Session()
         self._lock = threading.Lock()
         self._call = threading.local()  # the faults of the tool call in progress on this thread
 
@@ -175,7 +175,7 @@ class WebHttp:
                 self._wait(endpoint, attempt, None)
                 continue
             except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
-                    requests.exceptions.MissingSchema) as err:  # the model's URL: nothing was sent
+                    requests.exceptions.MissingSchema, LocationParseError) as err:  # the model's URL: nothing sent
                 with self._lock:
                     self.usage.requests[endpoint] -= 1
                 if isinstance(err, PrivateAddress):
@@ -184,7 +184,7 @@ class WebHttp:
             except requests.exceptions.RequestException as err:
                 self.fault(endpoint, type(err).__name__)
                 raise
-            if response.status_code in RETRIED_STATUS and not last:
+            if (response.status_code == 429 or response.status_code >= 500) and not last:
                 self._wait(endpoint, attempt, response.headers.get("Retry-After"))
                 continue
             if response.status_code >= 400:
@@ -211,21 +211,22 @@ class WebHttp:
         with self._lock:
             self.usage.retries[endpoint] += 1
         delay = (BACKOFF_S if self.policy.backoff_s is None else self.policy.backoff_s) * 2 ** attempt
-        if retry_after and retry_after.strip().isdigit():
+        if retry_after and re.fullmatch(r"[0-9]{1,6}", retry_after.strip()):
             delay = max(delay, min(float(retry_after), self.policy.max_wait_s))
         time.sleep(delay)
 
     def _send(self, endpoint, method, url, timeout, params, json_body, data, headers) -> requests.Response:
         deadline = time.monotonic() + max(60.0, 4 * timeout)
-        for _ in range(MAX_REDIRECTS + 1):
-            if endpoint == PAGE and not self.policy.allow_private:
-                _refuse_private(url)
-            response = self.session.request(method, url, params=params, json=json_body, data=data, headers=headers,
-                                            timeout=timeout, stream=True, allow_redirects=endpoint != PAGE)
-            if endpoint != PAGE or not response.is_redirect:
-                return self._read(response, deadline)
-            url, params = urljoin(response.url, response.headers["Location"]), None  # checked before it is sent
-            response.close()
+        with requests.Session() as session:  # a fresh one per call, as the runners' requests.get: no cookies carry
+            for _ in range(MAX_REDIRECTS + 1):
+                if endpoint == PAGE and not self.policy.allow_private:
+                    _refuse_private(method, url, params)
+                response = session.request(method, url, params=params, json=json_body, data=data, headers=headers,
+                                           timeout=timeout, stream=True, allow_redirects=endpoint != PAGE)
+                if endpoint != PAGE or not response.is_redirect:
+                    return self._read(response, deadline)
+                url, params = urljoin(response.url, response.headers["Location"]), None  # checked before it is sent
+                response.close()
         raise requests.exceptions.TooManyRedirects(f"Exceeded {MAX_REDIRECTS} redirects.")
 
     def _read(self, response: requests.Response, deadline: float) -> requests.Response:
@@ -288,14 +289,13 @@ def _response(status: int, reason: str, headers: dict, url: str, content: bytes)
     return response
 
 
-def _refuse_private(url: str) -> None:
-    host = urlsplit(url).hostname
-    if not host:
-        return  # requests words the error for a URL without a host
+def _refuse_private(method: str, url: str, params) -> None:
+    """Refuse a URL whose host, read as urllib3 reads it to connect, is at a non-public address."""
     try:
-        addresses = _addresses(host)
-    except (socket.gaierror, UnicodeError):
-        return  # a name that does not resolve: requests words that error too
+        host = parse_url(requests.Request(method, url, params=params).prepare().url).host
+        addresses = _addresses(host.strip("[]")) if host else set()
+    except (requests.exceptions.RequestException, LocationParseError, ValueError, UnicodeError, socket.gaierror):
+        return  # a malformed URL, or a name that does not resolve: requests words the error as the reference does
     for address in addresses:
         ip = ipaddress.ip_address(address.split("%")[0])
         if not ip.is_global:

@@ -77,7 +77,8 @@ def test_live_asks_once_per_call_records_every_reply_and_a_replay_gives_them_aga
     assert live(web, "busy")[0] == Reply("live busy")  # an earlier run's fault is asked again
     assert web.client.asked == ["pasta", "flaky", "busy"]
     lines = [json.loads(line) for line in stored.read_text().splitlines()]
-    assert lines == [{"tool": "google_search", "arguments": {"query": "pasta"}, "reply": "live pasta"},
+    assert lines == [{"tool": "google_search", "arguments": {"query": "pizza", "gl": "us"}, "reply": "$16 a pizza"},
+                     {"tool": "google_search", "arguments": {"query": "pasta"}, "reply": "live pasta"},
                      {"tool": "google_search", "arguments": {"query": "flaky"},
                       "reply": "Error: Search failed: HTTP 503", "error": True, "fault": ["serper_search: HTTP 503"]},
                      {"tool": "google_search", "arguments": {"query": "busy"}, "reply": "live busy"}]
@@ -157,3 +158,42 @@ def test_the_report_counts_the_calls_the_web_could_not_answer(tmp_path):
 def test_bad_web_settings_fail_with_what_to_do(settings, problem):
     with pytest.raises(ValueError, match=problem):
         EvalConfig(**settings)
+
+
+def test_a_runs_own_recording_is_final_on_resume_and_another_runs_answers_join_it(recording, tmp_path):
+    stored = tmp_path / "run" / "web_record.jsonl"
+    first = Web("live", [], stored, PROVIDER, environ=ENV)
+    assert live(first, "flaky")[0].error  # this run's answer: a fault
+    resumed = Web("live", [recording], stored, PROVIDER, environ=ENV, own=[stored])
+    assert live(resumed, "flaky")[0] == Reply("Error: Search failed: HTTP 503", error=True)  # not asked again
+    assert resumed.answer("google_search", {"query": "pizza", "gl": "us"})[0] == Reply("$16 a pizza")
+    assert resumed.client.asked == []
+    replayed = Web("replay", own=[stored])  # the run's own file alone gives every reply it gave
+    assert replayed.answer("google_search", {"gl": "us", "query": "pizza"})[0] == Reply("$16 a pizza")
+
+
+def test_a_reply_with_line_separators_survives_its_recording_and_a_torn_last_line_is_left_out(tmp_path):
+    stored = tmp_path / "web_record.jsonl"
+    web = Web("live", [], stored, PROVIDER, environ=ENV)
+    odd = "a\u2028b\u2029c\x85d\re"
+    assert live(web, odd)[0] == Reply(f"live {odd}")
+    with stored.open("a") as out:
+        out.write('{"tool": "google_search", "argu')  # a run killed mid-write
+    assert Web("replay", own=[stored]).answer("google_search", {"query": odd})[0] == Reply(f"live {odd}")
+    again = Web("live", [], stored, PROVIDER, environ=ENV, own=[stored])
+    live(again, "next")
+    assert [json.loads(line)["arguments"]["query"] for line in stored.read_text().split("\n") if line] == [odd, "next"]
+
+
+def test_overwrite_forgets_the_runs_own_recording_and_usage(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEARCH_KEY", "k")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "web_record.jsonl").write_text(json.dumps({"tool": "t", "arguments": {}, "reply": "old"}) + "\n")
+    (out / "web_usage.json").write_text(json.dumps({"requests": {"serper_search": 99}}))
+    kept = web_from_config(EvalConfig(suite="agentic_mme", out=str(out), web="live", web_cache="none"),
+                           provider=PROVIDER)
+    assert kept.answer("t", {})[0] == Reply("old") and kept.http.usage.requests == {"serper_search": 99}
+    fresh = web_from_config(EvalConfig(suite="agentic_mme", out=str(out), web="live", web_cache="none",
+                                       overwrite=True), provider=PROVIDER)
+    assert fresh.answer("t", {})[0] is None and not fresh.http.usage.requests

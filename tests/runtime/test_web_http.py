@@ -153,3 +153,27 @@ def test_endpoints_can_be_pointed_elsewhere_by_name_only(monkeypatch):
     monkeypatch.setenv(web_http.ENDPOINTS_ENV, json.dumps({"bing": "http://x"}))
     with pytest.raises(ValueError, match="unknown endpoint name"):
         WebPolicy()
+
+
+def test_a_url_read_differently_by_two_parsers_is_judged_by_the_one_that_connects(fake):
+    fake.serve(PAGE, {"status": 200, "headers": {"Content-Type": "text/html"}, "body": "<p>inside</p>"})
+    client = http(fake)
+    port = fake.base.rsplit(":", 1)[1]
+    with pytest.raises(requests.exceptions.InvalidURL, match="refused: 127.0.0.1"):
+        client.get(PAGE, f"http://127.0.0.1:{port}\\@example.com/page/secret", timeout=15)
+    assert not fake.requests
+
+
+def test_no_cookie_carries_from_one_call_to_the_next(fake):
+    fake.serve(PAGE, {"status": 200, "headers": {"Content-Type": "text/html", "Set-Cookie": "meter=1; Path=/"},
+                      "body": "<p>one</p>"})
+    client = http(fake, allow_private=True)
+    client.get(PAGE, f"{fake.base}/page/a", timeout=15)
+    client.get(PAGE, f"{fake.base}/page/b", timeout=15)
+    assert [r["headers"].get("Cookie") for r in fake.requests] == [None, None]
+
+
+def test_every_5xx_is_retried_and_an_odd_retry_after_is_only_ignored(fake):
+    fake.serve("serpapi_search", server_error(520), {**rate_limited(), "headers": {"Retry-After": "\u00b2"}}, OK)
+    client = http(fake)
+    assert search(client).status_code == 200 and len(fake.requests) == 3

@@ -149,7 +149,7 @@ def test_visualtoolbench_live_run_records_replays_exactly_and_keeps_keys_secret(
     requests_made = len(fake.requests)
     replayed = replay_without_keys(monkeypatch, config, vtb_script(fake), recording)
     assert replayed == live and len(fake.requests) == requests_made
-    no_key_in([tmp_path], capfd.readouterr().out + capfd.readouterr().err)
+    no_key_in([tmp_path], "".join(capfd.readouterr()))
 
 
 def test_a_web_budget_stops_the_run_cleanly_and_a_resume_finishes_it(fake, vtb_data, tmp_path, capfd):
@@ -206,7 +206,7 @@ def test_agentic_mme_live_run_records_replays_exactly_and_faults_read_as_the_run
     requests_made = len(fake.requests)
     replayed = replay_without_keys(monkeypatch, config, amme_script(), recording)
     assert replayed == live and len(fake.requests) == requests_made
-    no_key_in([tmp_path], capfd.readouterr().out + capfd.readouterr().err)
+    no_key_in([tmp_path], "".join(capfd.readouterr()))
 
 
 def test_live_refuses_to_start_without_the_keys_and_names_them(amme_data, tmp_path, monkeypatch):
