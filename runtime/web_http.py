@@ -46,7 +46,7 @@ ENDPOINTS = {
 }
 ENDPOINTS_ENV = "TIRLAB_WEB_ENDPOINTS"
 PAGE = "page"  # a web page the model named (VisualToolBench's page reader fetches it directly)
-# Estimated US dollars per successful request, from the providers' price pages (2026-11; docs/web.md): Serper's
+# Estimated US dollars per successful request, assumed from the providers' published plans (docs/web.md): Serper's
 # 50k-query pack, a Lens query at 3 credits, SerpAPI's Developer plan (5,000 searches for $75); Jina's reader,
 # ImgBB and OpenWeather's free tiers cost nothing within their rate limits.
 PRICES = {"serper_search": 0.001, "serper_lens": 0.003, "imgbb_upload": 0.0, "jina_reader": 0.0,
