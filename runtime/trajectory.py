@@ -228,6 +228,7 @@ def drop_partial_line(path: Path) -> None:
                 f.truncate(position - step + newline + 1)
                 return
             position -= step
+        f.truncate(0)  # no newline at all: the whole file is the unfinished line
         f.truncate(0)
 
 

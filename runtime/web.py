@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from runtime.trajectory import message_text
+from runtime.trajectory import drop_partial_line, message_text
 from runtime.web_http import WebBudgetReached, WebHttp, WebPolicy, WebUsage
 from tools.toolset import Reply
 
@@ -72,7 +72,7 @@ class Web:
             self.recorded.update(answers)
             self._asked |= set(answers)
         if self.record_to is not None and self.record_to.is_file():
-            _drop_partial_line(self.record_to)  # a run killed while it wrote one
+            drop_partial_line(self.record_to)  # a run killed while it wrote one
         self.usage_to = Path(usage_to) if usage_to else None
         self.http, self.client = None, None
         if mode == "live" and provider is not None:
@@ -219,11 +219,3 @@ def _unfinished(line: str) -> bool:
         return False
     except ValueError:
         return True
-
-
-def _drop_partial_line(path: Path) -> None:
-    """Cut a last line that has no newline (the next line would be glued to it)."""
-    with path.open("rb+") as file:
-        data = file.read()
-        if data and not data.endswith(b"\n"):
-            file.truncate(data.rfind(b"\n") + 1)

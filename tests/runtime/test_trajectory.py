@@ -109,3 +109,14 @@ def test_threads_saving_the_same_image_do_not_collide(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         keys = set(pool.map(lambda _: save_image(array, tmp_path), range(32)))
     assert len(keys) == 1 and [p.suffix for p in tmp_path.iterdir()] == [".png"]
+
+
+def test_drop_partial_line_cuts_only_an_unfinished_last_line(tmp_path):
+    from runtime.trajectory import drop_partial_line
+
+    path = tmp_path / "lines.jsonl"
+    for content, kept in ((b'{"a": 1}\n{"b"', b'{"a": 1}\n'), (b'{"a": 1}\n', b'{"a": 1}\n'), (b'{"b"', b""),
+                          (b"", b"")):
+        path.write_bytes(content)
+        drop_partial_line(path)
+        assert path.read_bytes() == kept, content
