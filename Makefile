@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test run bench tool-table security
+.PHONY: install test run bench tool-table security browser
 
 install: $(STAMP)
 
@@ -16,17 +16,37 @@ $(STAMP): pyproject.toml requirements/cpu.lock
 	$(PY) -m pip uninstall --quiet --yes torchaudio torchcodec
 	touch $(STAMP)
 
-test: install
+test: install browser
 	$(PY) -m pytest -q
+
+# The browser tests (tests/viewer, docs/testing.md) drive Debian's chromium through Debian's chromedriver, both from
+# apt and nothing else: no browser download, and the tests name both paths so Selenium Manager never runs.
+# fonts-dejavu-core is explicit so that screenshots render text on a bare machine. Not root or no apt-get: one
+# line says how to install them; the browser tests then skip (CI=true makes them fail instead).
+CHROMIUM := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
+BROWSER_PACKAGES := chromium chromium-driver fonts-dejavu-core
+
+browser:
+	@if [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing $(BROWSER_PACKAGES) from apt for the browser tests"; \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES); \
+	else \
+		echo "no $(CHROMIUM) or $(CHROMEDRIVER): the browser tests (tests/viewer) will be skipped;" \
+			"install them with: sudo apt-get install chromium chromium-driver"; \
+	fi
 
 run: install
 	$(PY) eval/run_vllm.py
 
-bench: install
+bench: install browser
 	$(PY) tools/bench.py
 	$(PY) -m runtime.sandbox.bench
 	$(PY) data_gen/bench.py --pilot
 	$(PY) eval/bench.py
+	$(PY) -m viewer.bench
 
 security: install  # reruns the hostile-code suite and the layer mutants; their tables are in docs/security.md
 	$(PY) -m runtime.sandbox.hostile --markdown

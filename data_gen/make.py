@@ -9,7 +9,8 @@
 
 Every sample is generated from its seed, its reference calls are replayed through the tools and
 audited, and a sample that fails the audit stops the run with its id (a generator bug, not noise).
-Each SFT export folder also holds `generation.json`, the generation config (task, options, seeds), which
+Each export folder has a `viewer.html` (viewer/: its first rows, each sample's turns, calls and images), and each
+SFT export folder also holds `generation.json`, the generation config (task, options, seeds), which
 train/sft.py copies into its run record so an evaluation can draw held-out tasks the same way.
 """
 
@@ -37,11 +38,13 @@ from data_gen.tasks import get_task  # noqa: E402
 from data_gen.tasks.rotated_ocr import RENDERS  # noqa: E402
 from runtime import cli  # noqa: E402
 from runtime.trajectory import image_key  # noqa: E402
+from viewer import view  # noqa: E402
 
 PILOT_SIZES = (1000, 5000, 10000, 15000)
 DIFFICULTIES = ("easy", "medium", "hard")
 TEST_SEED_OFFSET = 10_000_000  # test seeds never overlap training seeds
 GENERATION_FILE = "generation.json"
+VIEWER_ROWS = 1000  # rows of each split in an export's viewer.html (python -m viewer EXPORT shows them all)
 
 
 def sft_rows(job: tuple) -> dict[str, dict]:
@@ -90,6 +93,7 @@ def build_rl(task: str, n: int, n_test: int, out: Path, difficulty: str, options
         data = {split: datasets.Dataset.from_list([r[layout] for r in split_rows], features=features)
                 for split, split_rows in rows.items() if split_rows}  # --n-test 0: no test split
         export(data, out / layout, config, f"tirlab {task} RL prompts ({layout})", columns)
+        view([out / layout], limit=VIEWER_ROWS)
     return {"samples": n + n_test, "total_s": time.perf_counter() - started}
 
 
@@ -107,6 +111,7 @@ def build(task: str, n: int, n_test: int, out: Path, difficulty: str, options: d
                   for split, split_rows in (("train", train), ("test", test)) if split_rows}
         export(splits, out / form, config, f"{name} ({form})")
         (out / form / GENERATION_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        view([out / form], limit=VIEWER_ROWS)
     return {"samples": n + n_test, "generate_s": generated, "total_s": time.perf_counter() - started}
 
 

@@ -23,8 +23,11 @@ from matplotlib.figure import Figure
 from eval.metrics import process_metrics
 from eval.suites import suite_figures, suite_tables
 from runtime.web import read_usage, unavailable_calls
+from viewer.episodes import ViewerError, from_records
+from viewer.page import write_viewer
 
 MODES = ("tools", "no_tools")
+VIEWER = "report.html"
 PLOTS = {"accuracy": "accuracy_per_category.png", "tools": "tool_distribution.png", "turns": "turns_per_episode.png"}
 TOP_TOOLS = 20  # tool names beyond these (a model can invent any number) are left to summary.json
 HOW_TO_READ = (
@@ -117,8 +120,10 @@ def _categories(modes: dict) -> list[str]:
     return sorted({c for entry in modes.values() for c in entry["categories"]})
 
 
-def write_report(run_dir: Path, records: list[dict], config: dict | None = None) -> dict:
-    """Write summary.json, report.md and plots/*.png under `run_dir`; returns the summary."""
+def write_report(run_dir: Path, records: list[dict], config: dict | None = None,
+                 image_dirs: list[Path] | None = None) -> dict:
+    """Write summary.json, report.md, plots/*.png and the episode viewer report.html under `run_dir`; returns the
+    summary. `image_dirs`: where the records' images are (default: the run's own images/)."""
     if not records:
         raise ValueError(f"no records to report for {run_dir}: did the run finish any episode?")
     run_dir = Path(run_dir)
@@ -136,14 +141,35 @@ def write_report(run_dir: Path, records: list[dict], config: dict | None = None)
             figures = suite_figures((config or {}).get("suite"), records, config or {}, run_dir / "plots")
         except Exception as err:  # noqa: BLE001 - a figure the records cannot support must not cost the report
             figures = f"{type(err).__name__}: {err}"
-    (run_dir / "report.md").write_text(_markdown(summary, records, config or {}, figures), encoding="utf-8")
+    try:
+        episodes = from_records(records, image_dirs or [run_dir / "images"])
+        viewer = write_viewer(run_dir / VIEWER, episodes, _title(config or {}, records), f"{len(records)} episodes")
+    except (ViewerError, OSError) as err:  # the numbers stand without the viewer
+        viewer = f"{type(err).__name__}: {err}"
+    (run_dir / "report.md").write_text(_markdown(summary, records, config or {}, figures, viewer), encoding="utf-8")
     return summary
 
 
-def _markdown(summary: dict, records: list[dict], config: dict, figures: list[tuple[str, str]] | str) -> str:
-    """The report; `figures` are the paper's figures drawn (title, file name), or why they could not be."""
+def _title(config: dict, records: list[dict]) -> str:
+    model = config.get("model") or next((r["model"] for r in records if r.get("model")), "")
+    suite = _describe(config.get("suite") or "")
+    name = Path(str(model)).name if model and "," not in str(model) else ""  # "agentic: ..., direct: ...": several
+    return " · ".join(part for part in (suite, name) if part) or "evaluation run"
+
+
+def _markdown(summary: dict, records: list[dict], config: dict, figures: list[tuple[str, str]] | str,
+              viewer: Path | str) -> str:
+    """The report; `figures` are the paper's figures drawn (title, file name), or why they could not be; `viewer`
+    the episode viewer's page, or why it was not written."""
     modes = summary["modes"]
     lines = ["# Evaluation report", ""]
+    if isinstance(viewer, Path):
+        both = f"; side by side: [{viewer.name}#a=tools&b=no_tools]({viewer.name}#a=tools&b=no_tools)" \
+            if all(mode in modes for mode in MODES) else ""
+        lines += [f"Every episode, with its images, calls and the regions they named: [{viewer.name}]({viewer.name})"
+                  f"{both} (open it in a browser; it works from the file system).", ""]
+    else:
+        lines += [f"The episode viewer was not written: {_cell(viewer)}", ""]
     for key in ("model", "profile", "backend", "suite"):
         value = config.get(key) or ", ".join(sorted({str(r[key]) for r in records if r.get(key)})) or "-"
         lines.append(f"- **{key}**: {_cell(_describe(value))}")

@@ -238,7 +238,7 @@ def evaluate(config: EvalConfig, backend=None) -> list[dict]:
     records = [judged[r["id"], r["mode"]] for r in records]
     if config.shard_index[1] == 1:
         summary = write_report(run.path, run.records(), _saved_config(config, suite))
-        print(f"report: {run.path / 'report.md'}")
+        print(f"report: {run.path / 'report.md'}; episodes: {run.path / 'report.html'}")
         _print_headline(summary)
     else:
         run.mark_done()
@@ -406,10 +406,12 @@ def evaluate_toy_models(config: EvalConfig) -> dict:
         records += RunDir(part.out).records()
     saved = dict(config.to_dict(), tools="on (agentic model), none (direct model)",
                  model=", ".join(f"{form}: {TOY_CHECKPOINTS / form}" for form in TOY_FORMS))
-    summary = write_report(Path(config.out), records, saved)
+    images = [Path(config.out) / form / "images" for form in TOY_FORMS]
+    summary = write_report(Path(config.out), records, saved, images)
     report = Path(config.out) / "report.md"
     report.write_text(report.read_text(encoding="utf-8") + _toy_examples(records), encoding="utf-8")
     print(f"report (both models): {report}")
+    print(f"every episode, side by side (open in a browser): {report.with_name('report.html')}#a=tools&b=no_tools")
     _print_headline(summary)
     return summary
 
@@ -557,8 +559,8 @@ def _merge_or_report(command: str, paths: list[str]) -> int:
     for other in paths[1:]:
         records += RunDir(other).records()
     config = json.loads((run.path / "config.json").read_text()) if (run.path / "config.json").exists() else {}
-    write_report(run.path, records, config)
-    print(f"{len(records)} records; report: {run.path / 'report.md'}")
+    write_report(run.path, records, config, [Path(path) / "images" for path in paths])
+    print(f"{len(records)} records; report: {run.path / 'report.md'}; episodes: {run.path / 'report.html'}")
     return 0
 
 

@@ -22,7 +22,8 @@ Each step logs the tool-use watch (tools/call_rate, tools/calls_per_episode, too
 episodes/answer_rate, episodes/turns, episodes/response_tokens, stop/<reason>), warns when the tool-call rate
 stays under `--tool_call_rate_floor` for `--tool_collapse_steps` generation batches (and stops with
 `--stop_on_tool_collapse`), and every `--save_rollouts_steps` writes a sample of episodes to
-`output_dir/rollouts/step-N/records.jsonl` (eval/report.py's record format, with each reward term).
+`output_dir/rollouts/step-N/records.jsonl` (eval/report.py's record format, with each reward term), all of them
+shown in `output_dir/rollouts/viewer.html` (viewer/: each episode's turns, calls and images, rewards per step).
 A run that stops resumes from its last checkpoint in `output_dir` when started again with the same command; the
 sampler's seed gives the same data order.
 """

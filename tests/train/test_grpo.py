@@ -169,6 +169,13 @@ def test_each_reward_term_is_logged_and_rollouts_are_saved_as_records(trained):
     assert overall["n"] == len(records)
     assert overall["accuracy"] == pytest.approx(sum(r["score"] for r in records) / len(records))
     assert (folder / "report.md").is_file()
+    # the rollout viewer: every saved step's episodes, with their reward terms and the tool's image
+    page = folder.parent / "viewer.html"
+    index = json.loads(page.read_text().split('id="tirlab-index">')[1].split("</script>")[0])
+    assert [(row["id"], row["step"], row["rew"]) for row in index["rows"]] == \
+        [(r["id"], 0, r["reward"]) for r in records]
+    chunk = (folder.parent / "viewer_files" / "chunks" / "00000.js").read_text()
+    assert '"rewards": {"accuracy"' in chunk and "step-000000/images/" in chunk
 
 
 def _episode(answer="", answered=True, calls=0, errors=0, malformed=0):
