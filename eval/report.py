@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlencode
 
 import matplotlib
 import numpy as np
@@ -23,7 +24,7 @@ from matplotlib.figure import Figure
 from eval.metrics import process_metrics
 from eval.suites import suite_figures, suite_tables
 from runtime.web import read_usage, unavailable_calls
-from viewer.episodes import ViewerError, from_records
+from viewer.episodes import from_records, group_of
 from viewer.page import write_viewer
 
 MODES = ("tools", "no_tools")
@@ -144,10 +145,18 @@ def write_report(run_dir: Path, records: list[dict], config: dict | None = None,
     try:
         episodes = from_records(records, image_dirs or [run_dir / "images"])
         viewer = write_viewer(run_dir / VIEWER, episodes, _title(config or {}, records), f"{len(records)} episodes")
-    except (ViewerError, OSError) as err:  # the numbers stand without the viewer
+    except Exception as err:  # noqa: BLE001 - the numbers stand without the viewer, whatever the records hold
         viewer = f"{type(err).__name__}: {err}"
     (run_dir / "report.md").write_text(_markdown(summary, records, config or {}, figures, viewer), encoding="utf-8")
     return summary
+
+
+def side_by_side(records: list[dict]) -> str:
+    """The viewer's address fragment that sets a run's tools and no-tools groups side by side ("" without both)."""
+    groups = {r["mode"]: group_of(r) for r in reversed(records) if r.get("mode") in MODES}
+    if not all(mode in groups for mode in MODES):
+        return ""
+    return "#" + urlencode({"a": groups["tools"], "b": groups["no_tools"]})
 
 
 def _title(config: dict, records: list[dict]) -> str:
@@ -164,8 +173,8 @@ def _markdown(summary: dict, records: list[dict], config: dict, figures: list[tu
     modes = summary["modes"]
     lines = ["# Evaluation report", ""]
     if isinstance(viewer, Path):
-        both = f"; side by side: [{viewer.name}#a=tools&b=no_tools]({viewer.name}#a=tools&b=no_tools)" \
-            if all(mode in modes for mode in MODES) else ""
+        pair = side_by_side(records)
+        both = f"; side by side: [{viewer.name}{pair}]({viewer.name}{pair})" if pair else ""
         lines += [f"Every episode, with its images, calls and the regions they named: [{viewer.name}]({viewer.name})"
                   f"{both} (open it in a browser; it works from the file system).", ""]
     else:

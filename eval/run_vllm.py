@@ -40,7 +40,7 @@ from eval.config import (BACKEND_SETTINGS, GPU_DEFAULT_MODEL, NO_JUDGE, SMOKE_MO
 from eval.forcing import ForcedReplies  # noqa: E402
 from eval.loop import EvalLoop, Finished  # noqa: E402
 from eval.presets import get_preset, preset_for  # noqa: E402
-from eval.report import write_report  # noqa: E402
+from eval.report import side_by_side, write_report  # noqa: E402
 from eval.rundir import RunDir, merge  # noqa: E402
 from eval.suites import Suite, Task, check_settings, load_suite  # noqa: E402
 from runtime import cli  # noqa: E402
@@ -411,7 +411,7 @@ def evaluate_toy_models(config: EvalConfig) -> dict:
     report = Path(config.out) / "report.md"
     report.write_text(report.read_text(encoding="utf-8") + _toy_examples(records), encoding="utf-8")
     print(f"report (both models): {report}")
-    print(f"every episode, side by side (open in a browser): {report.with_name('report.html')}#a=tools&b=no_tools")
+    print(f"every episode, side by side (open in a browser): {report.with_name('report.html')}{side_by_side(records)}")
     _print_headline(summary)
     return summary
 

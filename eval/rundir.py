@@ -8,6 +8,7 @@
       done.shard-<i>-of-<n>        shard i finished (recorded and judged every task); merge waits for all
       images/<hash>.png            every image of every trajectory, stored once
       report.md, summary.json, plots/
+      report.html, report_files/   every episode, for a browser (viewer/)
 
 A record is written (and flushed to disk) as soon as its episode ends, so an interrupted run loses only
 the episodes in flight; starting it again with the same configuration skips every (task, mode) already

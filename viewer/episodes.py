@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import math
 import re
 from collections import Counter
 from pathlib import Path
@@ -28,6 +29,7 @@ from eval.rundir import RunDir, split_files
 from viewer.regions import call_region, reply_region, toolset_of
 
 TEXT_LIMIT = 20_000  # characters of one text part the page shows; a model's output is unbounded
+SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds code points: any surrogate in one is a lone half
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 TOOLS_BLOCK = re.compile(r"<tools>\n(.*?)\n</tools>", re.S)  # not the "<tools></tools>" the prompt's prose names
 
@@ -37,14 +39,36 @@ class ViewerError(ValueError):
 
 
 def status(score) -> str:
-    if score is None:
+    if score is None or score != score:  # NaN: a reward function that could not score
         return "unscored"
     return "correct" if score >= 1 else "wrong" if score <= 0 else "partial"
 
 
 def clip(value, limit: int = TEXT_LIMIT) -> str:
+    """Text for the page: at most `limit` characters, lone surrogates (which a model's bytes can decode to) as U+FFFD."""
     value = "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return value if len(value) <= limit else value[:limit] + f"\n[... {len(value) - limit:,} more characters]"
+    if len(value) > limit:
+        value = value[:limit] + f"\n[... {len(value) - limit:,} more characters]"
+    return SURROGATE.sub("\ufffd", value)
+
+
+def number(value):
+    """A finite number, else None: NaN and infinity (a reward TRL could not compute) are no score."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def numbers(values) -> dict:
+    return {clip(str(k), 200): number(v) for k, v in values.items()} if isinstance(values, dict) else {}
+
+
+def group_of(record: dict) -> str:
+    """The group a record is shown in: its mode and benchmark variant, or its rollout step."""
+    if record.get("step") is not None:
+        return f"step {record['step']}"
+    group = " ".join(str(part) for part in (record.get("mode"), record.get("variant")) if part)
+    return clip(group, 200) or "-"
 
 
 class ImageSizes:
@@ -84,21 +108,19 @@ def from_records(records: list[dict], image_dirs: list[Path], source: str | None
         trajectory = record.get("trajectory") or {}
         images = [locate(key) for key in trajectory.get("images") or []]
         messages = _trajectory_messages(trajectory, images, sizes)
-        group = str(record.get("mode", ""))
-        if record.get("variant"):
-            group += f" {record['variant']}"
-        if record.get("step") is not None:
-            group = f"step {record['step']}"
+        group = group_of(record)
+        score = number(record.get("score"))
         episodes.append({
-            "id": str(record.get("id")), "group": f"{source}: {group}" if source else group,
-            "category": str(record.get("category") or "-"), "status": status(record.get("score")),
-            "score": record.get("score"), "scores": record.get("scores") or {},
-            "stop": str(record.get("stop_reason") or "-"), "question": clip(record.get("question")),
+            "id": clip(str(record.get("id")), 500), "group": f"{source}: {group}" if source else group,
+            "category": clip(str(record.get("category") or "-"), 200), "status": status(score),
+            "score": score, "scores": numbers(record.get("scores")),
+            "stop": clip(str(record.get("stop_reason") or "-"), 200), "question": clip(record.get("question")),
             "truth": clip(record.get("truth")), "prediction": clip(record.get("prediction")),
-            "turns": record.get("turns") or 0, "calls": record.get("tool_calls") or 0,
-            "tools": _tools_used(messages), "prompt_tokens": record.get("prompt_tokens"),
-            "completion_tokens": record.get("completion_tokens"), "latency": record.get("latency_s"),
-            "step": record.get("step"), "reward": record.get("reward"), "rewards": record.get("rewards"),
+            "turns": number(record.get("turns")) or 0, "calls": number(record.get("tool_calls")) or 0,
+            "tools": _tools_used(messages), "prompt_tokens": number(record.get("prompt_tokens")),
+            "completion_tokens": number(record.get("completion_tokens")), "latency": number(record.get("latency_s")),
+            "step": number(record.get("step")), "reward": number(record.get("reward")),
+            "rewards": numbers(record.get("rewards")) or None,
             "messages": messages,
             "record": {key: value for key, value in record.items() if key not in ("trajectory",)},
         })
@@ -126,16 +148,19 @@ def _trajectory_messages(trajectory: dict, images: list[Path], sizes: ImageSizes
             region = call_region(toolset, profile, name, arguments, workspace, lambda i: sizes(images[i]))
             if region:
                 region["image"] = images[region["image"]]
-            calls.append({"name": name, "arguments": clip(arguments, 5_000), "region": region})
+            calls.append({"name": clip(name, 200), "arguments": clip(arguments, 5_000), "region": region})
             waiting[call.get("id")] = calls[-1]
         answered = waiting.pop(message.get("tool_call_id"), None) if message.get("role") == "tool" else None
-        if answered is not None and answered["region"] is None and not message.get("error"):
-            region = reply_region("".join(p.get("text") or "" for p in message.get("content") or []), len(images),
-                                  lambda i: sizes(images[i]))
+        if answered is not None and message.get("error"):
+            answered["region"] = None  # the call did not run (an error, a budget, a refused image): nothing was cut
+        elif answered is not None and answered["region"] is None:
+            first = next((p.get("text") or "" for p in message.get("content") or [] if p.get("type") == "text"), "")
+            region = reply_region(first, len(images), lambda i: sizes(images[i]))
             if region:
                 answered["region"] = {**region, "image": images[region["image"]]}
-        messages.append({"role": message.get("role"), "name": message.get("name"), "error": bool(message.get("error")),
-                         "parts": parts, "calls": calls})
+        name = message.get("name")
+        messages.append({"role": clip(str(message.get("role")), 50), "name": clip(name, 200) if name else None,
+                         "error": bool(message.get("error")), "parts": parts, "calls": calls})
     return messages
 
 
@@ -179,9 +204,9 @@ def from_dataset(path: Path, image_dir: Path, source: str | None = None, limit: 
         split = file.name.split("-")[0]
         group = f"{source}: {form} {split}" if source else f"{form} {split}"
         for batch in pq.ParquetFile(file).iter_batches(batch_size=256):
-            for row in batch.to_pylist():
-                if limit is not None and taken[split] >= limit:
-                    break
+            if limit is not None and taken[split] >= limit:
+                break
+            for row in batch.to_pylist()[:None if limit is None else limit - taken[split]]:
                 taken[split] += 1
                 episodes.append(_dataset_episode(row, image_dir, sizes, group))
     return episodes

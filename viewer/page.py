@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -24,10 +25,13 @@ from urllib.parse import quote
 
 from PIL import Image
 
+from viewer.episodes import clip
+
 CHUNK = 25  # episodes a chunk file holds
 THUMB = 96  # pixels, the longer side of a list thumbnail
 SNIPPET = 300  # characters of the question, answer and truth the index keeps for search
 STATIC = Path(__file__).parent / "static"
+PLACEHOLDER = re.compile(r"\{\{(title|index)\}\}|/\*\{\{(style|script)\}\}\*/")
 
 
 def assets_dir(html_path: Path) -> Path:
@@ -52,7 +56,7 @@ def write_viewer(html_path: str | Path, episodes: list[dict], title: str, note: 
     index = []
     for start in range(0, len(episodes), CHUNK):
         batch = [_detail(e, link) for e in episodes[start:start + CHUNK]]
-        text = f"tirlabViewer.chunk({start // CHUNK}, {json.dumps(batch, ensure_ascii=False, allow_nan=False)});\n"
+        text = f"tirlabViewer.chunk({start // CHUNK}, {json.dumps(batch, allow_nan=False)});\n"
         (chunks / f"{start // CHUNK:05d}.js").write_text(text, encoding="utf-8")
     for k, episode in enumerate(episodes):
         thumb = thumbs.get(k)
@@ -63,21 +67,24 @@ def write_viewer(html_path: str | Path, episodes: list[dict], title: str, note: 
         os.replace(old, retired / "chunks")
         shutil.rmtree(retired)
     os.replace(chunks, old)
-    data = {"title": title, "note": note, "chunk": CHUNK, "prefix": link(old) + "/", "rows": index}
-    page = (STATIC / "viewer.html").read_text(encoding="utf-8")
-    page = (page.replace("{{title}}", html.escape(title))
-                .replace("/*{{style}}*/", (STATIC / "viewer.css").read_text(encoding="utf-8"))
-                .replace("/*{{script}}*/", (STATIC / "viewer.js").read_text(encoding="utf-8"))
-                .replace("{{index}}", _script_json(data)))
-    tmp = html_path.with_suffix(".html.tmp")
-    tmp.write_text(page, encoding="utf-8")
+    title = clip(title, 500)
+    data = {"title": title, "note": clip(note, 2_000), "chunk": CHUNK, "prefix": link(old) + "/", "rows": index}
+    parts = {"title": html.escape(title), "index": _script_json(data),
+             "style": (STATIC / "viewer.css").read_text(encoding="utf-8"),
+             "script": (STATIC / "viewer.js").read_text(encoding="utf-8")}
+    template = (STATIC / "viewer.html").read_text(encoding="utf-8")
+    page = PLACEHOLDER.sub(lambda m: parts[m.group(1) or m.group(2)], template)  # one pass: no part fills another
+    handle, tmp = tempfile.mkstemp(dir=html_path.parent, prefix=html_path.name + ".", suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as f:
+        f.write(page)
     os.replace(tmp, html_path)
     return html_path
 
 
 def _script_json(value) -> str:
-    """JSON safe inside <script>: no "</script>" or "<!--" can end or bend the block, whatever a model wrote."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False).replace("<", "\\u003c")
+    """JSON safe inside <script>: no "</script>" or "<!--" can end or bend the block, whatever a model wrote; ASCII,
+    so no character of it can fail to encode."""
+    return json.dumps(value, allow_nan=False).replace("<", "\\u003c")
 
 
 def _row(episode: dict, thumb: str | None) -> dict:

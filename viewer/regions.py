@@ -50,7 +50,7 @@ def reply_region(reply: str, workspace: int, image_size) -> dict | None:
     if '"bbox_absolute"' not in reply:  # most replies: no need to parse them
         return None
     try:
-        fields = json.loads(reply)
+        fields, _ = json.JSONDecoder().raw_decode(reply.strip())  # a harness note may follow the reply
         index, box = fields["source_image_index"], fields["bbox_absolute"]
         x1, y1, x2, y2 = (float(v) for v in box)
     except (ValueError, TypeError, KeyError):

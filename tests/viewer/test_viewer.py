@@ -210,3 +210,39 @@ def test_a_report_of_two_runs_links_each_runs_images(tmp_path):
     linked = {p["image"] for e in _chunk(tmp_path / "report.html") for m in e["messages"] for p in m["parts"]
               if "image" in p}
     assert linked and all(link.startswith("direct/images/") and (tmp_path / link).is_file() for link in linked)
+
+
+def test_odd_numbers_and_text_cost_nothing(run, tmp_path):
+    """NaN rewards (TRL's for a reward function that returned None), infinity, lone surrogates a model's bytes
+    decode to, a missing mode: the page is written, and such a score is no score."""
+    path, records = run
+    odd = [{**records[0], "score": float("nan"), "scores": {"official": float("inf"), "strict": None},
+            "rewards": {"accuracy": float("nan")}, "reward": float("-inf"), "latency_s": float("nan"),
+            "prediction": "abc\ud800def", "category": "cat\udfff"},
+           {**records[1], "mode": None, "id": "\ud83d"}]
+    page = view.__globals__["write_viewer"](tmp_path / "odd.html", from_records(odd, [path / "images"]), "t\ud800")
+    rows = _index(page)["rows"]
+    assert rows[0]["st"] == "unscored" and rows[0]["score"] is None and "lat" not in rows[0] and "rew" not in rows[0]
+    assert rows[0]["pred"] == "abc\ufffddef" and rows[1]["g"] == "-" and rows[1]["id"] == "\ufffd"
+    assert _chunk(page)[0]["scores"] == {"official": None, "strict": None}
+    assert "\ufffd" in page.read_text(encoding="utf-8") or "\\ufffd" in page.read_text(encoding="utf-8")
+
+
+def test_the_reports_side_by_side_link_names_the_runs_groups(run):
+    from eval.report import side_by_side
+
+    path, records = run
+    assert side_by_side(records) == "#a=tools&b=no_tools"
+    assert side_by_side([{**r, "variant": "cot-1"} for r in records]) == "#a=tools+cot-1&b=no_tools+cot-1"
+    assert side_by_side([r for r in records if r["mode"] == "tools"]) == ""
+
+
+def test_a_region_is_read_past_a_harness_note_and_not_drawn_for_a_call_that_did_not_run(run):
+    reply = json.dumps({"source_image_index": 0, "bbox_absolute": [20, 10, 120, 60]})
+    assert reply_region(reply + "\n\nYou have one round left.", 1, lambda i: SIZES[i])["box"] == [0.1, 0.1, 0.6, 0.6]
+    path, records = run
+    record = json.loads(json.dumps(records[0]))
+    record["trajectory"]["messages"][2]["error"] = True  # say the crop's image was refused
+    messages = from_records([record], [path / "images"])[0]["messages"]
+    assert messages[1]["calls"][0]["region"] is None
+    assert from_records(records[:1], [path / "images"])[0]["messages"][1]["calls"][0]["region"] is not None

@@ -2,8 +2,11 @@
 regions they named; filters, search, links, the side-by-side view; a 10,000-episode run within 2 seconds; a GRPO
 rollout folder and a data_gen export. Screenshots go to test-artifacts/screenshots/."""
 
+import functools
+import http.server
 import json
 import shutil
+import threading
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -190,7 +193,11 @@ def test_a_10000_episode_run_opens_and_filters_within_2_seconds(browser, run, tm
     assert "page 2 of 10" in browser.find_element(By.ID, "pager").text
     _rows(browser)[-1].click()
     assert _wait_episodes(browser)[0].find_element(By.TAG_NAME, "h2").text.startswith("large-09199")
+    assert not browser.find_element(By.ID, "compare-controls").is_displayed()  # one group: nothing to set beside
     screenshot("viewer_10000")
+    browser.execute_script("location.hash = 'id=large-05432&og=tools'")  # a link opens the list at its page
+    WebDriverWait(browser, TIMEOUT_S).until(lambda d: "page 55 of 100" in d.find_element(By.ID, "pager").text)
+    assert browser.find_element(By.CSS_SELECTOR, "#rows-body tr.open .ident").text == "large-05432"
     assert external_requests(browser) == [] and console_errors(browser) == []
 
 
@@ -230,3 +237,29 @@ def test_a_data_gen_export_shows_its_reference_trajectories(browser, tmp_path, s
     assert all(w > 0 for w in _images_loaded(browser, "#detail"))
     screenshot("viewer_dataset")
     assert external_requests(browser) == [] and console_errors(browser) == []
+
+
+def test_a_missing_chunk_is_said_in_each_pane_and_a_served_page_works(browser, run, tmp_path):
+    path, _ = run
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    (copy / "report_files" / "chunks" / "00000.js").unlink()
+    open_file(browser, copy / "report.html")
+    browser.execute_script("location.hash = 'a=tools&b=no_tools&id=task-0'")
+    WebDriverWait(browser, TIMEOUT_S).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#detail .failed")) == 2,
+                                            message="both panes should say the chunk could not load")
+    assert "keep the report_files folder beside this page" in browser.find_element(By.ID, "detail").text
+    # served over HTTP (a remote machine's run folder, through a tunnel): the page's own server is allowed
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    console_errors(browser)  # the missing chunk's message, read and gone
+    try:
+        browser.get(f"http://127.0.0.1:{server.server_address[1]}/report.html#id=task-0&og=tools")
+        _wait_episodes(browser)
+        assert all(width > 0 for width in _images_loaded(browser, "#detail"))
+        assert [e for e in console_errors(browser) if "favicon" not in e] == []
+    finally:
+        server.shutdown()
+        server.server_close()

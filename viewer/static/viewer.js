@@ -17,8 +17,11 @@ window.tirlabViewer = (() => {
   const timing = {};  // milliseconds: ready (since the page began loading), render (the last list and filters)
   let state = {};
   let shown = [];  // the rows (or pairs) the list shows, in order
+  let detailKey = null;  // the episode (or pair) the detail pane shows
 
-  function unique(values) { return [...new Set(values)].sort(); }
+  function unique(values) {  // "step 50" before "step 100"
+    return [...new Set(values)].sort((a, b) => a.localeCompare(b, undefined, {numeric: true}));
+  }
 
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
@@ -41,7 +44,7 @@ window.tirlabViewer = (() => {
   const waiting = new Map();
   function chunk(number, episodes) {
     chunks.set(number, episodes);
-    (waiting.get(number) || []).forEach((resolve) => resolve());
+    (waiting.get(number) || []).forEach((waiter) => waiter.resolve());
     waiting.delete(number);
   }
   function episode(k) {
@@ -52,10 +55,15 @@ window.tirlabViewer = (() => {
       if (!waiting.has(number)) {
         waiting.set(number, []);
         const script = el("script", {src: data.prefix + String(number).padStart(5, "0") + ".js"});
-        script.onerror = () => { waiting.delete(number); script.remove(); reject(new Error(script.src)); };
+        script.onerror = () => {  // every episode waiting on this file hears of it; a later open tries again
+          const failed = waiting.get(number) || [];
+          waiting.delete(number);
+          script.remove();
+          failed.forEach((waiter) => waiter.reject(new Error(script.src)));
+        };
         document.head.appendChild(script);
       }
-      waiting.get(number).push(() => resolve(pick()));
+      waiting.get(number).push({resolve: () => resolve(pick()), reject});
     });
   }
 
@@ -94,7 +102,7 @@ window.tirlabViewer = (() => {
       $(id).addEventListener(id === "f-search" ? "input" : "change", () => {
         state[key] = $(id).value;
         state.page = 0;
-        if (key === "a" || key === "b") delete state.open;
+        if (key === "a" || key === "b") { delete state.id; delete state.og; }
         update();
       });
     }
@@ -108,11 +116,13 @@ window.tirlabViewer = (() => {
   }
   function readHash() {
     state = Object.fromEntries(new URLSearchParams(location.hash.slice(1)));
-    state.page = Number(state.page) || 0;
+    state.page = Math.max(0, Math.floor(Number(state.page)) || 0);
   }
   function hashOf(values) {
     const params = new URLSearchParams();
-    for (const [key, value] of Object.entries(values)) if (value !== "" && value != null && value !== 0) params.set(key, value);
+    for (const [key, value] of Object.entries(values)) {
+      if (value !== "" && value != null && value !== 0 && key !== "paged") params.set(key, value);
+    }
     return "#" + params.toString();
   }
   function update() {
@@ -152,16 +162,18 @@ window.tirlabViewer = (() => {
       pair[r.g === state.a ? "A" : "B"] = r;
       byId.set(r.id, pair);
     }
-    const right = (r) => r && (r.st === "correct" || (r.score != null && r.score > 0 && r.st !== "wrong"));
+    // right: correct or partly (a score above 0); wrong: scored 0. Unscored and missing sides are neither.
+    const right = (r) => r && r.score != null && r.score > 0;
+    const wrong = (r) => r && r.score != null && r.score <= 0;
     const agree = state.agree || "all";
     return [...byId.values()].filter((p) => {
       if (!((p.A && passes(p.A)) || (p.B && passes(p.B)))) return false;
       p.differ = !p.A || !p.B || p.A.st !== p.B.st || p.A.score !== p.B.score || p.A.pred !== p.B.pred;
       if (agree === "differ") return p.differ;
-      if (agree === "a") return right(p.A) && !right(p.B);
-      if (agree === "b") return right(p.B) && !right(p.A);
+      if (agree === "a") return right(p.A) && wrong(p.B);
+      if (agree === "b") return right(p.B) && wrong(p.A);
       if (agree === "both") return right(p.A) && right(p.B);
-      if (agree === "neither") return !right(p.A) && !right(p.B);
+      if (agree === "neither") return wrong(p.A) && wrong(p.B);
       return true;
     });
   }
@@ -169,11 +181,23 @@ window.tirlabViewer = (() => {
   // -- the list ---------------------------------------------------------------------------------------------------
   function render() {
     const began = performance.now();
-    for (const [key, id] of Object.entries(FIELDS)) $(id).value = state[key] || (id === "f-sort" ? "row" : id === "f-dir" ? "asc" : id === "f-agree" ? "all" : "");
+    for (const [key, id] of Object.entries(FIELDS)) {
+      const field = $(id);
+      const fallback = {"f-sort": "row", "f-dir": "asc", "f-agree": "all"}[id] || "";
+      if (field.tagName === "SELECT" && ![...field.options].some((o) => o.value === (state[key] || fallback))) {
+        delete state[key];  // a link from another page: a value this page does not have is no filter
+      }
+      field.value = state[key] || fallback;
+    }
     const compare = comparing();
     shown = compare ? ordered(pairs(), (p) => p.A || p.B) : ordered(rows.filter(passes), (r) => r);
     const pages = Math.max(1, Math.ceil(shown.length / PAGE));
-    state.page = Math.min(state.page || 0, pages - 1);
+    if (state.id && !state.paged) {  // an episode opened by a link: show the page that holds it
+      const at = shown.findIndex((x) => x.id === state.id && (compare || x.g === state.og));
+      if (at >= 0) state.page = Math.floor(at / PAGE);
+      state.paged = true;
+    }
+    state.page = Math.max(0, Math.min(state.page || 0, pages - 1));
     const start = state.page * PAGE;
     $("count").textContent = compare ? `${shown.length} of ${new Set(rows.filter((r) => r.g === state.a || r.g === state.b).map((r) => r.id)).size} tasks`
                                      : `${shown.length} of ${rows.length} episodes`;
@@ -195,7 +219,11 @@ window.tirlabViewer = (() => {
                                                    .filter((h) => h !== null).map((h) => el("th", {}, h))));
       $("rows-body").replaceChildren(...slice.map((r) => row(r, extra)));
     }
-    renderDetail();
+    const open = $("rows-body").querySelector("tr.open");
+    if (open) open.scrollIntoView({block: "nearest"});
+    const shownKey = [state.id, state.og, compare && state.a, compare && state.b].join("\u0000");
+    if (shownKey !== detailKey) renderDetail();  // filters and pages leave the open episode as it is
+    detailKey = shownKey;
     timing.render = performance.now() - began;
   }
   function thumb(r) {
@@ -257,7 +285,8 @@ window.tirlabViewer = (() => {
     const slots = sides.map(([label, r]) => {
       const body = el("div", {}, el("p", {class: "loading"}, r ? "loading…" : "No episode of this task."));
       if (r) {
-        episode(r.k).then((e) => body.replaceChildren(showEpisode(e, r)),
+        episode(r.k).then((e) => body.replaceChildren(e && e.id === r.id ? showEpisode(e, r) : el("p", {class: "failed"},
+                            "This page was written again since it opened: reload it.")),
                           (err) => body.replaceChildren(el("p", {class: "failed"}, `Could not load ${err.message}: ` +
                             `keep the ${decodeURI(data.prefix.split("/")[0])} folder beside this page.`)));
       }
