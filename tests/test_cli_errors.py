@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -82,23 +83,41 @@ CASES = [  # (program and arguments, what the message says)
 ]
 
 
+DEBUG_CASES = [
+    (RUN_VLLM + ["--model", "/no/such/model", "--debug"], {}),
+    (RUN_VLLM + ["--model", "/no/such/model"], {"TIRLAB_DEBUG": "1"}),
+    (SFT + ["--debug", "--model_name_or_path", "/no/such/model", "--dataset_name", "{files}"], {}),
+    (TOOLS + ["list", "--markdown", "--update", "{files}/missing.md", "--debug"], {}),
+]
+
+
+@pytest.fixture(scope="module")
+def ran(files, tmp_path_factory) -> dict[tuple, subprocess.CompletedProcess]:
+    """Every case's program, run two at a time up front (each starts Python, torch and transformers: seconds of
+    imports before it reads its arguments); each test then reads its own case's result."""
+    jobs = [(tuple(args), ()) for args, _ in CASES] + [(tuple(args), tuple(env.items())) for args, env in DEBUG_CASES]
+
+    def run(job):
+        args, env = job
+        return job, _run(list(args), files, tmp_path_factory.mktemp("case"), **dict(env))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(run, jobs))
+
+
 @pytest.mark.parametrize("args, message", CASES, ids=lambda case: " ".join(case) if isinstance(case, list) else None)
-def test_a_mistake_is_a_short_message_and_status_2(files, tmp_path, args, message):
-    result = _run(args, files, tmp_path)
+def test_a_mistake_is_a_short_message_and_status_2(files, ran, args, message):
+    result = ran[tuple(args), ()]
     assert result.returncode == 2, result.stderr[-3000:]
     assert message.format(files=files) in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]
     lines = [line for line in result.stderr.strip().splitlines() if "--debug" not in line]  # not the hint
     assert len(lines) <= 2, result.stderr
 
 
-@pytest.mark.parametrize("args, env", [
-    (RUN_VLLM + ["--model", "/no/such/model", "--debug"], {}),
-    (RUN_VLLM + ["--model", "/no/such/model"], {"TIRLAB_DEBUG": "1"}),
-    (SFT + ["--debug", "--model_name_or_path", "/no/such/model", "--dataset_name", "{files}"], {}),
-    (TOOLS + ["list", "--markdown", "--update", "{files}/missing.md", "--debug"], {}),
-], ids=["run_vllm --debug", "run_vllm TIRLAB_DEBUG=1", "sft --debug", "tools --debug"])
-def test_debug_shows_the_traceback(files, tmp_path, args, env):
-    result = _run(args, files, tmp_path, **env)
+@pytest.mark.parametrize("args, env", DEBUG_CASES,
+                         ids=["run_vllm --debug", "run_vllm TIRLAB_DEBUG=1", "sft --debug", "tools --debug"])
+def test_debug_shows_the_traceback(ran, args, env):
+    result = ran[tuple(args), tuple(env.items())]
     assert result.returncode == 2 and "Traceback (most recent call last)" in result.stderr, result.stderr[-3000:]
 
 

@@ -45,7 +45,7 @@ def status(score) -> str:
 
 
 def clip(value, limit: int = TEXT_LIMIT) -> str:
-    """Text for the page: at most `limit` characters, lone surrogates (which a model's bytes can decode to) as U+FFFD."""
+    """Text for the page: at most `limit` characters, lone surrogates (a model's bytes can decode to them) as U+FFFD."""
     value = "" if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     if len(value) > limit:
         value = value[:limit] + f"\n[... {len(value) - limit:,} more characters]"

@@ -226,7 +226,7 @@ class Crash(TrainerCallback):
 
 def _order(out: Path) -> dict[str, list[str]]:
     return {folder.name: [json.loads(line)["id"] for line in (folder / "records.jsonl").read_text().splitlines()]
-            for folder in sorted((out / "rollouts").iterdir())}
+            for folder in sorted((out / "rollouts").glob("step-*"))}
 
 
 def test_a_crashed_run_resumes_from_its_checkpoint_with_the_same_data_order(rl_data, tmp_path):

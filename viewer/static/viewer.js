@@ -219,12 +219,19 @@ window.tirlabViewer = (() => {
                                                    .filter((h) => h !== null).map((h) => el("th", {}, h))));
       $("rows-body").replaceChildren(...slice.map((r) => row(r, extra)));
     }
-    const open = $("rows-body").querySelector("tr.open");
-    if (open) open.scrollIntoView({block: "nearest"});
+    scrollToOpen();
     const shownKey = [state.id, state.og, compare && state.a, compare && state.b].join("\u0000");
     if (shownKey !== detailKey) renderDetail();  // filters and pages leave the open episode as it is
     detailKey = shownKey;
     timing.render = performance.now() - began;
+  }
+  function scrollToOpen() {  // up or down only: the list keeps its sideways scroll
+    const open = $("rows-body").querySelector("tr.open");
+    if (!open) return;
+    const list = $("list"), row = open.getBoundingClientRect(), view = list.getBoundingClientRect();
+    const top = view.top + $("pager").offsetHeight + $("rows-head").offsetHeight;
+    if (row.top < top) list.scrollTop -= top - row.top;
+    else if (row.bottom > view.bottom) list.scrollTop += row.bottom - view.bottom;
   }
   function thumb(r) {
     return el("td", {class: "thumb"}, r && r.thumb ? el("img", {src: r.thumb, loading: "lazy", alt: ""}) : "");
