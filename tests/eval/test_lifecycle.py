@@ -48,10 +48,17 @@ sys.exit(cli.run(main))
 
 
 def _start(command: list[str], log: Path) -> subprocess.Popen:
-    """The command in a session of its own: a signal to its process group is a Ctrl-C at its terminal."""
+    """The command in a session of its own: a signal to its process group is a Ctrl-C at its terminal. It starts
+    with Ctrl-C's default action, as a program started at a terminal does: a test suite started in the background
+    (`make test &`) inherits SIGINT ignored, which would make every Ctrl-C case a no-op."""
     with open(log, "wb") as out:
         return subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
+                                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, preexec_fn=_terminal_signals)
+
+
+def _terminal_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def _below(process: subprocess.Popen, seen: dict[int, psutil.Process]) -> dict[int, str]:
