@@ -25,7 +25,7 @@ from typing import Iterator
 
 from PIL import Image
 
-from eval.rundir import RunDir, split_files
+from eval.rundir import RunDir, read_records, split_files
 from viewer.regions import call_region, reply_region, toolset_of
 
 TEXT_LIMIT = 20_000  # characters of one text part the page shows; a model's output is unbounded
@@ -180,10 +180,8 @@ def from_rollouts(path: Path, source: str | None = None) -> list[dict]:
     """GRPO's saved rollouts: `rollouts/step-N/records.jsonl` with `images/` beside each."""
     episodes = []
     for folder in sorted(Path(path).glob("step-*")):
-        lines = (folder / "records.jsonl").read_text(encoding="utf-8").splitlines() \
-            if (folder / "records.jsonl").is_file() else []
-        records = [json.loads(line) for line in lines if line.strip()]
-        episodes += from_records(records, [folder / "images"], source)
+        if (folder / "records.jsonl").is_file():
+            episodes += from_records(list(read_records(folder / "records.jsonl")), [folder / "images"], source)
     return episodes
 
 

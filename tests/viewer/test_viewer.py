@@ -17,6 +17,7 @@ from tools.images import demo_image
 from tools.toolsets import get_toolset
 from viewer import ViewerError, view
 from viewer.episodes import from_dataset, from_records
+from viewer.page import write_viewer
 from viewer.regions import call_region, reply_region, toolset_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,7 +125,7 @@ def test_long_model_text_is_cut_for_the_page(run, tmp_path):
     record = {**records[0], "prediction": "x" * 100_000, "question": "q" * 5_000}
     episode = from_records([record], [path / "images"])[0]
     assert len(episode["prediction"]) < 21_000 and episode["prediction"].endswith("more characters]")
-    row = _index(view.__globals__["write_viewer"](tmp_path / "p.html", [episode], "t"))["rows"][0]
+    row = _index(write_viewer(tmp_path / "p.html", [episode], "t"))["rows"][0]
     assert len(row["q"]) == 300
 
 
@@ -220,7 +221,7 @@ def test_odd_numbers_and_text_cost_nothing(run, tmp_path):
             "rewards": {"accuracy": float("nan")}, "reward": float("-inf"), "latency_s": float("nan"),
             "prediction": "abc\ud800def", "category": "cat\udfff"},
            {**records[1], "mode": None, "id": "\ud83d"}]
-    page = view.__globals__["write_viewer"](tmp_path / "odd.html", from_records(odd, [path / "images"]), "t\ud800")
+    page = write_viewer(tmp_path / "odd.html", from_records(odd, [path / "images"]), "t\ud800")
     rows = _index(page)["rows"]
     assert rows[0]["st"] == "unscored" and rows[0]["score"] is None and "lat" not in rows[0] and "rew" not in rows[0]
     assert rows[0]["pred"] == "abc\ufffddef" and rows[1]["g"] == "-" and rows[1]["id"] == "\ufffd"

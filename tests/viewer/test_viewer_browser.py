@@ -45,6 +45,14 @@ def _wait_episodes(browser, count: int = 1):
     return browser.find_elements(By.CSS_SELECTOR, "#detail .episode")
 
 
+def _first_pair(browser, a: str, b: str):
+    """Groups `a` and `b` side by side; the first task's two episodes, once loaded."""
+    _select(browser, "f-a", a)
+    _select(browser, "f-b", b)
+    _rows(browser)[0].click()
+    return _wait_episodes(browser, 2)
+
+
 def _images_loaded(browser, scope: str) -> list[int]:
     """naturalWidth of every image under `scope` once each has loaded (0: failed)."""
     script = (f"const images = [...document.querySelectorAll({json.dumps(scope + ' img')})];"
@@ -213,10 +221,7 @@ def test_rollouts_per_step_with_rewards(browser, run, tmp_path, screenshot):
         (folder / "records.jsonl").write_text("".join(lines))
     open_file(browser, view([rollouts]))
     assert _count(browser) == "12 of 12 episodes"
-    _select(browser, "f-a", "step 1")
-    _select(browser, "f-b", "step 2")
-    _rows(browser)[0].click()
-    left, right = _wait_episodes(browser, 2)
+    left, right = _first_pair(browser, "step 1", "step 2")
     assert "reward 0.500" in left.text and "reward 1" in right.text and "accuracy 1" in left.text
     screenshot("viewer_rollouts")
     assert external_requests(browser) == [] and console_errors(browser) == []
@@ -228,10 +233,7 @@ def test_a_data_gen_export_shows_its_reference_trajectories(browser, tmp_path, s
     assert (out / "agentic" / "viewer.html").is_file() and (out / "direct" / "viewer.html").is_file()
     open_file(browser, view([out]))
     assert _count(browser) == "10 of 10 episodes"
-    _select(browser, "f-a", "agentic train")
-    _select(browser, "f-b", "direct train")
-    _rows(browser)[0].click()
-    agentic, direct = _wait_episodes(browser, 2)
+    agentic, direct = _first_pair(browser, "agentic train", "direct train")
     assert agentic.find_element(By.CSS_SELECTOR, ".call .name").text == "rotate"
     assert not direct.find_elements(By.CSS_SELECTOR, ".call")
     assert all(w > 0 for w in _images_loaded(browser, "#detail"))
