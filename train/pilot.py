@@ -38,6 +38,8 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -60,71 +62,13 @@ ARMS = ("equal_steps", "equal_compute")
 COMPUTE_TOLERANCE = 0.05  # a direct run within 5% of its agentic run's training tokens is compute-matched
 CONFIDENCE = 0.95
 Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile, for Wilson intervals
+BOOTSTRAP_RESAMPLES = 20_000
+BOOTSTRAP_SEED = 0  # the intervals are a function of the results: the same runs give the same tables
+READS = 0.5  # a run "reads" when it gets at least half of its held-out words exactly right
 LOG_TAIL = 40  # lines of a failed evaluation's log shown with the error
 
 
 # ---- statistics -----------------------------------------------------------------------------------------
-
-def _continued_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of the regularized incomplete beta function (modified Lentz method)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 400):
-        for numerator in (m * (b - m) * x / ((qam + 2 * m) * (a + 2 * m)),
-                          -(a + m) * (qab + m) * x / ((a + 2 * m) * (qap + 2 * m))):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return result
-
-
-def incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b)."""
-    if x <= 0.0 or x >= 1.0:
-        return max(0.0, min(1.0, x))
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):  # the fraction converges fast here; else use the symmetry
-        return math.exp(log_front) * _continued_fraction(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _continued_fraction(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t > 0 else tail
-
-
-def t_quantile(q: float, df: float) -> float:
-    """Student t's q-quantile (scipy.stats.t.ppf), by bisection on its CDF; the project has no scipy."""
-    if not 0.5 <= q < 1 or df <= 0:
-        raise ValueError(f"t_quantile takes 0.5 <= q < 1 and df > 0, got q={q}, df={df}")
-    high = 1.0
-    while t_cdf(high, df) < q:
-        high *= 2.0
-    low = 0.0
-    for _ in range(200):
-        middle = (low + high) / 2.0
-        low, high = (middle, high) if t_cdf(middle, df) < q else (low, middle)
-        if high - low < 1e-13 * high:
-            break
-    return (low + high) / 2.0
-
-
-def mean_interval(values: list[float], confidence: float = CONFIDENCE) -> dict:
-    """Mean, sample standard deviation and the Student-t confidence interval of the mean (None below 2 values)."""
-    n = len(values)
-    mean = statistics.fmean(values)
-    if n < 2:
-        return {"n": n, "mean": mean, "sd": None, "half_width": None, "low": None, "high": None}
-    sd = statistics.stdev(values)
-    half = t_quantile(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
-    return {"n": n, "mean": mean, "sd": sd, "half_width": half, "low": mean - half, "high": mean + half}
-
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
     """The Wilson score interval of a binomial proportion (95% at the default z)."""
@@ -134,6 +78,75 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     center = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
     return max(0.0, center - half), min(1.0, center + half)
+
+
+def _resampled_accuracies(results: list[dict], rng: np.random.Generator) -> np.ndarray:
+    """BOOTSTRAP_RESAMPLES x len(results) accuracies of a two-level bootstrap: the seeds (runs) drawn with
+    replacement, then each drawn run's held-out tasks (a binomial draw at its own accuracy)."""
+    correct = np.array([r["correct"] for r in results])
+    n = np.array([r["n"] for r in results])
+    picks = rng.integers(0, len(results), size=(BOOTSTRAP_RESAMPLES, len(results)))
+    return rng.binomial(n[picks], correct[picks] / n[picks]) / n[picks]
+
+
+def _percentiles(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    low, high = np.quantile(draws, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(low), float(high)
+
+
+def bootstrap_mean(results: list[dict], confidence: float = CONFIDENCE) -> dict:
+    """The mean accuracy of a cell's runs (one a seed; each {"correct", "n"}) with a two-level percentile
+    bootstrap interval: it counts both the seed-to-seed spread and each run's task sampling, and it stays within
+    0-1 (the resampled means are accuracies). None for a single run."""
+    accuracies = [r["correct"] / r["n"] for r in results]
+    mean = statistics.fmean(accuracies)
+    if len(results) < 2:
+        return {"n": len(results), "mean": mean, "low": None, "high": None}
+    draws = _resampled_accuracies(results, np.random.default_rng(BOOTSTRAP_SEED)).mean(axis=1)
+    return {"n": len(results), "mean": mean, **dict(zip(("low", "high"), _percentiles(draws, confidence)))}
+
+
+def paired_gap(agentic: list[dict], direct: list[dict], confidence: float = CONFIDENCE) -> dict:
+    """agentic - direct accuracy over seed pairs (agentic[k] and direct[k] share a seed): the mean difference with
+    a two-level bootstrap interval that draws the pairs together (so the seed's shared part cancels), within
+    -1..1; and how many pairs favour each mode."""
+    if len(agentic) != len(direct) or not agentic:
+        raise ValueError(f"paired_gap needs as many agentic as direct runs, at least one, got {len(agentic)} and "
+                         f"{len(direct)}")
+    differences = [a["correct"] / a["n"] - d["correct"] / d["n"] for a, d in zip(agentic, direct)]
+    result = {"n": len(differences), "mean": statistics.fmean(differences), "low": None, "high": None,
+              "agentic_ahead": sum(d > 0 for d in differences), "direct_ahead": sum(d < 0 for d in differences)}
+    if len(differences) > 1:
+        rng = np.random.default_rng(BOOTSTRAP_SEED)
+        picks = rng.integers(0, len(differences), size=(BOOTSTRAP_RESAMPLES, len(differences)))
+        draws = np.zeros(BOOTSTRAP_RESAMPLES)
+        for sign, runs in ((1, agentic), (-1, direct)):
+            correct, n = np.array([r["correct"] for r in runs]), np.array([r["n"] for r in runs])
+            draws += sign * (rng.binomial(n[picks], correct[picks] / n[picks]) / n[picks]).mean(axis=1)
+        result["low"], result["high"] = _percentiles(draws, confidence)
+    return result
+
+
+def scale_slope(by_scale: dict[int, list[dict]], confidence: float = CONFIDENCE) -> dict:
+    """Does accuracy improve with data? The least-squares slope of run accuracy on log2(training samples), in
+    accuracy per doubling of the data, with a two-level bootstrap interval (seeds redrawn within each scale, then
+    each run's tasks); and the change from the smallest to the largest scale with its interval. None below two
+    scales."""
+    scales = sorted(by_scale)
+    if len(scales) < 2:
+        return {"scales": scales, "slope": None, "low": None, "high": None, "change": None}
+    x = np.concatenate([np.full(len(by_scale[s]), math.log2(s)) for s in scales])
+    x_centered = x - x.mean()
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    draws = np.concatenate([_resampled_accuracies(by_scale[s], rng) for s in scales], axis=1)
+    observed = np.concatenate([[r["correct"] / r["n"] for r in by_scale[s]] for s in scales])
+    slopes = draws @ x_centered / (x_centered @ x_centered)
+    first, last = len(by_scale[scales[0]]), len(by_scale[scales[-1]])
+    changes = draws[:, -last:].mean(axis=1) - draws[:, :first].mean(axis=1)
+    return {"scales": scales, "slope": float(observed @ x_centered / (x_centered @ x_centered)),
+            **dict(zip(("low", "high"), _percentiles(slopes, confidence))),
+            "change": {"mean": float(observed[-last:].mean() - observed[:first].mean()),
+                       **dict(zip(("low", "high"), _percentiles(changes, confidence)))}}
 
 
 # ---- runs and arms --------------------------------------------------------------------------------------
@@ -209,23 +222,26 @@ def matched_steps(agentic_run: Path, direct_run: Path) -> int:
 
 def evaluate(run: dict, per_task: int, eval_args: list[str]) -> dict:
     """Evaluate one run with eval/run_vllm.py (resumed if it was interrupted); returns its overall numbers."""
-    tools = TOOLS[run["mode"]]
-    (mode,) = TOOL_MODES[tools]  # the mode eval's records and summary use
     run_dir = Path(run["dir"]).resolve()
     model = run_dir / MERGED if run["lora"] else run_dir  # LoRA: the adapter merged into the base model
-    out = run_dir / "eval"
     difficulty = (run.get("generation") or {}).get("difficulty", "medium")
+    return run_eval(run["name"], model, run_dir / "eval", run_dir / "eval.log", TOOLS[run["mode"]],
+                    run.get("eval_tasks") or [TASK], difficulty, per_task, eval_args)
+
+
+def run_eval(name: str, model: Path, out: Path, log: Path, tools: str, tasks: list[str], difficulty: str,
+             per_task: int, eval_args: list[str]) -> dict:
+    (mode,) = TOOL_MODES[tools]  # the mode eval's records and summary use
     command = [sys.executable, str(ROOT / "eval" / "run_vllm.py"), "--model", str(model),
-               "--tasks", *(run.get("eval_tasks") or [TASK]), "--per_task", str(per_task),
-               "--difficulty", difficulty, "--tools", tools, "--out", str(out),
-               "--max_pixels", "0", *eval_args]  # 0: the run's own processor, i.e. its training image size
-    log = run_dir / "eval.log"
-    print(f"== {run['name']}: {' '.join(command[1:])} (log: {log})", flush=True)
+               "--tasks", *tasks, "--per_task", str(per_task), "--difficulty", difficulty, "--tools", tools,
+               "--out", str(out), "--max_pixels", "0", *eval_args]  # 0: the model's own processor (training size)
+    print(f"== {name}: {' '.join(command[1:])} (log: {log})", flush=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w", encoding="utf-8") as output:
         returncode = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT).returncode
     if returncode:
         tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_TAIL:])
-        raise RuntimeError(f"{tail}\nthe evaluation of {run['dir']} failed (its log, {log}, ends as above); fix "
+        raise RuntimeError(f"{tail}\nthe evaluation of {model} failed (its log, {log}, ends as above); fix "
                            "the cause and run the same command again: finished evaluations are kept, this one "
                            "resumes")
     overall = json.loads((out / "summary.json").read_text())["modes"][mode]["overall"]
@@ -233,8 +249,21 @@ def evaluate(run: dict, per_task: int, eval_args: list[str]) -> dict:
                                             "turns_mean")}
     result["correct"] = round(overall["accuracy"] * overall["n"])  # exact match scores each task 0 or 1
     result["wilson"] = list(wilson_interval(result["correct"], overall["n"]))
-    print(f"   {run['name']}: {100 * result['accuracy']:.1f}% of {result['n']}", flush=True)
+    print(f"   {name}: {100 * result['accuracy']:.1f}% of {result['n']}", flush=True)
     return result
+
+
+def evaluate_base(base: Path, runs: list[dict], runs_dir: Path, per_task: int, eval_args: list[str]) -> dict:
+    """The zero-shot accuracy of the model the runs were fine-tuned from, on their held-out tasks, without tools
+    (it was never taught to call one): the figure's starting point."""
+    tasks = {tuple(run.get("eval_tasks") or [TASK]) for run in runs}
+    if len(tasks) != 1:
+        raise ValueError(f"the runs were evaluated on different tasks ({sorted(tasks)}): one base evaluation "
+                         "cannot be the starting point of all of them")
+    difficulty = (runs[0].get("generation") or {}).get("difficulty", "medium")
+    result = run_eval("base (zero-shot)", base.resolve(), runs_dir / "base" / "eval", runs_dir / "base" / "eval.log",
+                      "none", list(tasks.pop()), difficulty, per_task, eval_args)
+    return {"model": str(base), "eval": result}
 
 
 def loss_curve(run: dict) -> list[list[float]]:
@@ -243,11 +272,11 @@ def loss_curve(run: dict) -> list[list[float]]:
     return [[entry["step"], entry["loss"]] for entry in state["log_history"] if "loss" in entry]
 
 
-# ---- cells ----------------------------------------------------------------------------------------------
+# ---- cells, gaps, trends --------------------------------------------------------------------------------
 
 def cells(runs: list[dict]) -> list[dict]:
-    """Per (arm, data scale, mode): the seeds, their accuracies and the t interval of the mean; per (arm, scale)
-    the agentic - direct gap paired by seed."""
+    """Per (arm, data scale, mode): the seeds, their accuracies, the mean with its bootstrap interval and how many
+    runs read; the steps, tokens and final loss (mean, min, max over seeds)."""
     groups = defaultdict(list)
     for run in runs:
         for arm in run["arms"]:
@@ -255,15 +284,16 @@ def cells(runs: list[dict]) -> list[dict]:
     result = []
     for (arm, scale, mode), members in sorted(groups.items(), key=lambda item: (ARMS.index(item[0][0]),
                                                                                  *item[0][1:])):
-        accuracies = [run["eval"]["accuracy"] for run in members]
         final_losses = [run["loss"][-1][1] for run in members if run["loss"]]
         result.append({"arm": arm, "train_samples": scale, "mode": mode,
                        "seeds": [run.get("seed") for run in members], "runs": [run["name"] for run in members],
-                       "accuracies": accuracies, "accuracy": mean_interval(accuracies),
+                       "accuracies": [run["eval"]["accuracy"] for run in members],
+                       "accuracy": bootstrap_mean([run["eval"] for run in members]),
+                       "reading": sum(run["eval"]["accuracy"] >= READS for run in members),
                        "steps": statistics.fmean(run["global_step"] for run in members),
                        "train_tokens": _mean_of(run.get("train_tokens") for run in members),
                        "train_runtime_s": _mean_of(run.get("train_runtime_s") for run in members),
-                       "final_loss": mean_interval(final_losses) if final_losses else None})
+                       "final_loss": _spread(final_losses)})
     return result
 
 
@@ -272,23 +302,83 @@ def _mean_of(values) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+def _spread(values: list[float]) -> dict | None:
+    return {"n": len(values), "mean": statistics.fmean(values), "min": min(values), "max": max(values)} if values \
+        else None
+
+
+def _seed_order(seed):
+    return (seed is None, seed)
+
+
 def gaps(runs: list[dict]) -> list[dict]:
-    """Per (arm, data scale): agentic - direct accuracy, paired by seed, with its t interval."""
+    """Per (arm, data scale): agentic - direct accuracy, paired by seed, with its bootstrap interval."""
     by_key = {(run["mode"], arm, run["train_samples"], run.get("seed")): run for run in runs for arm in run["arms"]}
     result = []
     for arm in ARMS:
         for scale in sorted({run["train_samples"] for run in runs if arm in run["arms"]}):
             seeds = sorted({seed for mode, a, s, seed in by_key if a == arm and s == scale and mode == "direct"},
-                           key=lambda seed: (seed is None, seed))
-            differences = [by_key["agentic", arm, scale, seed]["eval"]["accuracy"]
-                           - by_key["direct", arm, scale, seed]["eval"]["accuracy"] for seed in seeds]
-            if differences:
-                result.append({"arm": arm, "train_samples": scale, "seeds": seeds, "differences": differences,
-                               "gap": mean_interval(differences)})
+                           key=_seed_order)
+            if seeds:
+                agentic = [by_key["agentic", arm, scale, seed]["eval"] for seed in seeds]
+                direct = [by_key["direct", arm, scale, seed]["eval"] for seed in seeds]
+                result.append({"arm": arm, "train_samples": scale, "seeds": seeds,
+                               "differences": [a["accuracy"] - d["accuracy"] for a, d in zip(agentic, direct)],
+                               "gap": paired_gap(agentic, direct)})
     return result
 
 
-def summarize(runs_dir: Path, per_task: int, eval_args: list[str], jobs: int = 1) -> dict:
+def trends(runs: list[dict]) -> list[dict]:
+    """Per (arm, mode): the slope of accuracy over the data scales (per doubling) with its interval; the agentic
+    runs once (they are every arm's reference)."""
+    result = []
+    for arm in ARMS:
+        for mode in TOOLS:
+            if arm != "equal_steps" and mode == "agentic":
+                continue  # the agentic runs are the reference of every arm: one trend
+            by_scale = defaultdict(list)
+            for run in runs:
+                if run["mode"] == mode and arm in run["arms"]:
+                    by_scale[run["train_samples"]].append(run["eval"])
+            if len(by_scale) > 1:
+                result.append({"arm": arm, "mode": mode, **scale_slope(dict(by_scale))})
+    return result
+
+
+def findings(summary: dict) -> list[dict]:
+    """The paper's three findings, each stated as a test on this sweep's numbers (per arm)."""
+    result = []
+    for arm in ARMS:
+        arm_gaps = [g for g in summary["gaps"] if g["arm"] == arm]
+        trend = {t["mode"]: t for t in summary["trends"] if t["arm"] in (arm, "equal_steps")
+                 and (t["mode"] == "agentic" or t["arm"] == arm)}
+        if not arm_gaps:
+            continue
+        ahead = [g["train_samples"] for g in arm_gaps if g["gap"]["low"] is not None and g["gap"]["low"] > 0]
+        result.append({"arm": arm, "finding": "tool-use SFT beats direct SFT",
+                       "test": "the paired gap's 95% interval lies above 0 at every scale",
+                       "holds": len(ahead) == len(arm_gaps),
+                       "evidence": f"above 0 at {len(ahead)} of {len(arm_gaps)} scales"})
+        direct, agentic = trend.get("direct"), trend.get("agentic")
+        if direct and direct["low"] is not None:
+            no_gain = direct["low"] <= 0
+            below = agentic is not None and agentic["low"] is not None and direct["high"] < agentic["low"]
+            result.append({"arm": arm, "finding": "direct SFT gains little from more data",
+                           "test": "the direct slope's interval does not lie above 0, or lies below the tool-use "
+                                   "slope's",
+                           "holds": no_gain or below, "evidence": f"direct slope {_slope_text(direct)}"})
+        if agentic and agentic["low"] is not None and arm == "equal_steps":  # the agentic runs are both arms'
+            result.append({"arm": "both", "finding": "tool-use SFT keeps improving with data",
+                           "test": "the tool-use slope's interval lies above 0",
+                           "holds": agentic["low"] > 0, "evidence": f"tool-use slope {_slope_text(agentic)}"})
+    return result
+
+
+def _slope_text(trend: dict) -> str:
+    return f"{100 * trend['slope']:+.1f} [{100 * trend['low']:+.1f}, {100 * trend['high']:+.1f}] points per doubling"
+
+
+def summarize(runs_dir: Path, per_task: int, eval_args: list[str], jobs: int = 1, base: Path | None = None) -> dict:
     runs = find_runs(runs_dir)
     assign_arms(runs)
     with ThreadPoolExecutor(max_workers=jobs) as pool:  # each evaluation is a process of its own
@@ -296,16 +386,47 @@ def summarize(runs_dir: Path, per_task: int, eval_args: list[str], jobs: int = 1
     for run, result in zip(runs, results):
         run["eval"] = result
         run["loss"] = loss_curve(run)
+    summary = {"runs_dir": str(runs_dir), "per_task": per_task, "eval_args": eval_args,
+               "base": evaluate_base(base, runs, runs_dir, per_task, eval_args) if base else None,
+               "runs": [{k: v for k, v in run.items() if k != "dir"} for run in runs]}
+    return write(tabulate(summary), runs_dir)
+
+
+def tabulate(summary: dict) -> dict:
+    """Cells, gaps, trends and findings from the evaluated runs of a summary (`summary["runs"]`)."""
+    runs = summary["runs"]
     shared = sorted({r["train_samples"] for r in runs if r["mode"] == "agentic" and "equal_steps" in r["arms"]}
                     & {r["train_samples"] for r in runs if r["mode"] == "direct" and "equal_steps" in r["arms"]})
-    summary = {"runs_dir": str(runs_dir), "per_task": per_task, "eval_args": eval_args, "confidence": CONFIDENCE,
+    summary = {**summary, "confidence": CONFIDENCE, "reads_threshold": READS,
+               "intervals": f"two-level percentile bootstrap ({BOOTSTRAP_RESAMPLES:,} resamples: seeds with "
+                            "replacement, then each run's held-out tasks); per run: Wilson",
                "compute": "training tokens (train/sft.py's train_tokens: image tokens in, padding out)",
                "loss_scale": shared[-1] if shared else None, "cells": cells(runs), "gaps": gaps(runs),
-               "runs": [{k: v for k, v in run.items() if k != "dir"} for run in runs]}
-    (runs_dir / "pilot.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    draw(summary, runs_dir / "figure6.png")
-    (runs_dir / "pilot.md").write_text(markdown(summary), encoding="utf-8")
+               "trends": trends(runs)}
+    summary["findings"] = findings(summary)
+    summary.pop("runs")
+    return {**summary, "runs": runs}  # the runs last: pilot.json reads top-down
+
+
+def write(summary: dict, folder: Path) -> dict:
+    (folder / "pilot.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    draw(summary, folder / "figure6.png")
+    (folder / "pilot.md").write_text(markdown(summary), encoding="utf-8")
     return summary
+
+
+def restate(path: Path) -> dict:
+    """pilot.json, pilot.md and figure6.png again from a pilot.json's evaluated runs (no evaluation): the
+    tables of an earlier sweep with this module's statistics."""
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        runs = summary["runs"]
+        for run in runs:
+            run["eval"]["correct"] = run["eval"].get("correct", round(run["eval"]["accuracy"] * run["eval"]["n"]))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path} is not a pilot summary (train/pilot.py's pilot.json): {err}") from err
+    keep = ("runs_dir", "per_task", "eval_args", "base", "runs")
+    return write(tabulate({key: summary.get(key) for key in keep}), path.parent)
 
 
 # ---- the figure and the tables --------------------------------------------------------------------------
@@ -346,25 +467,29 @@ def draw(summary: dict, path: Path) -> None:
             loss_ax.fill_between(steps, low, high, color=COLORS[mode], alpha=0.2, linewidth=0)
     loss_ax.set(title=f"(a) training loss, {summary['loss_scale']} samples, equal steps", xlabel="optimizer step",
                 ylabel="loss (assistant tokens)")
-    tops = [5.0]
+    base = summary.get("base")
+    if base:  # the fine-tunings' starting point, as the paper's figure draws it
+        start = 100 * base["eval"]["accuracy"]
+        low, high = (100 * v for v in base["eval"]["wilson"])
+        acc_ax.errorbar([0], [start], yerr=[[max(0.0, start - low)], [max(0.0, high - start)]], capsize=4,
+                        color="black", marker="D", linestyle="none", label="base model, zero-shot")
     for mode, arm, label, style in SERIES:
         points = [c for c in summary["cells"] if c["mode"] == mode and c["arm"] == arm]
         if not points:
             continue
         x = [c["train_samples"] for c in points]
         y = [100 * c["accuracy"]["mean"] for c in points]
-        errors = [[100 * (c["accuracy"]["mean"] - c["accuracy"]["low"]) if c["accuracy"]["low"] is not None else 0
-                   for c in points],
-                  [100 * (c["accuracy"]["high"] - c["accuracy"]["mean"]) if c["accuracy"]["high"] is not None else 0
-                   for c in points]]
+        errors = [[max(0.0, 100 * (c["accuracy"]["mean"] - c["accuracy"]["low"])) if c["accuracy"]["low"] is not None
+                   else 0 for c in points],  # max: an interval's end and the mean may differ in the last bit
+                  [max(0.0, 100 * (c["accuracy"]["high"] - c["accuracy"]["mean"])) if c["accuracy"]["high"] is not None
+                   else 0 for c in points]]
+        if base:
+            acc_ax.plot([0, x[0]], [start, y[0]], color=style["color"], linestyle=style["linestyle"], alpha=0.5)
         seeds = max(c["accuracy"]["n"] for c in points)
         acc_ax.errorbar(x, y, yerr=errors, capsize=4, label=f"{label} (n={seeds} seeds)", **style)
-        tops += [value + error for value, error in zip(y, errors[1])]
     scales = sorted({c["train_samples"] for c in summary["cells"]})
-    if len(scales) > 1 and scales[-1] / scales[0] >= 8:
-        acc_ax.set_xscale("log")
-    acc_ax.set_xticks(scales, [str(s) for s in scales])
-    acc_ax.set_ylim(0, min(105.0, 1.1 * max(tops)))
+    acc_ax.set_xticks(([0] if base else []) + scales, (["0"] if base else []) + [f"{s:,}" for s in scales])
+    acc_ax.set_ylim(0, 105)
     acc_ax.set(title=f"(b) exact match on {summary['per_task']} held-out tasks (95% CI)",
                xlabel="training samples", ylabel="accuracy (%)")
     for ax in (loss_ax, acc_ax):
@@ -380,66 +505,100 @@ def markdown(summary: dict) -> str:
     cell = {(c["arm"], c["train_samples"], c["mode"]): c for c in summary["cells"]}
     gap = {(g["arm"], g["train_samples"]): g for g in summary["gaps"]}
     scales = sorted({c["train_samples"] for c in summary["cells"]})
+    reads = f"{100 * summary['reads_threshold']:.0f}%"
     lines = [f"# Rotated-OCR pilot: {summary['runs_dir']}", "",
              f"Each run evaluated on {summary['per_task']} held-out rotated-OCR tasks, greedy (`eval/run_vllm.py`; "
              "agentic runs with the rotate tool, direct runs without). Accuracy in %: mean over seeds "
-             "[95% Student-t interval]; the gap is agentic - direct paired by seed. Equal compute: the direct run "
-             f"processed as many {summary['compute']} as the agentic run at the same scale and seed. Figure: "
-             "`figure6.png`; every number: `pilot.json`.", "",
-             "## Accuracy by arm", "",
-             "| training samples | seeds | tool-use SFT | direct, equal steps | gap, equal steps | "
-             "direct, equal compute | gap, equal compute | direct steps / agentic steps (equal compute) |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"[95% interval: {summary['intervals']}], and how many seeds read (at least {reads} exact). The gap is "
+             "agentic - direct paired by seed. Equal compute: the direct run processed as many "
+             f"{summary['compute']} as the agentic run at the same scale and seed. Figure: `figure6.png`; every "
+             "number: `pilot.json`.", ""]
+    base = summary.get("base")
+    if base:
+        result = base["eval"]
+        lines += [f"Base model (`{base['model']}`), zero-shot, no tools: {_run_accuracy(result)}.", ""]
+    lines += ["## Accuracy by arm", "",
+              "| training samples | tool-use SFT | reads | direct, equal steps | reads | gap, equal steps | "
+              "direct, equal compute | reads | gap, equal compute | direct steps / agentic steps (equal compute) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for scale in scales:
         agentic = cell.get(("equal_steps", scale, "agentic")) or cell.get(("equal_compute", scale, "agentic"))
         steps = cell.get(("equal_steps", scale, "direct"))
         compute = cell.get(("equal_compute", scale, "direct"))
         ratio = f"{compute['steps'] / agentic['steps']:.2f}" if compute and agentic else "-"
-        lines.append(f"| {scale} | {agentic['accuracy']['n'] if agentic else '-'} | "
-                     f"{_pct_interval(agentic and agentic['accuracy'])} | "
-                     f"{_pct_interval(steps and steps['accuracy'])} | "
-                     f"{_pct_interval(gap.get(('equal_steps', scale), {}).get('gap'))} | "
-                     f"{_pct_interval(compute and compute['accuracy'])} | "
-                     f"{_pct_interval(gap.get(('equal_compute', scale), {}).get('gap'))} | {ratio} |")
+        lines.append(f"| {scale:,} | {_pct_interval(agentic and agentic['accuracy'])} | {_reading(agentic)} | "
+                     f"{_pct_interval(steps and steps['accuracy'])} | {_reading(steps)} | "
+                     f"{_gap_text(gap.get(('equal_steps', scale)))} | "
+                     f"{_pct_interval(compute and compute['accuracy'])} | {_reading(compute)} | "
+                     f"{_gap_text(gap.get(('equal_compute', scale)))} | {ratio} |")
+    if summary["trends"]:
+        lines += ["", "## Accuracy against data", "",
+                  "Least-squares slope of run accuracy on log2(training samples), in points per doubling of the data "
+                  "[95% interval], and the change from the smallest to the largest scale.", "",
+                  "| arm | mode | scales | slope | smallest -> largest scale |", "|---|---|---|---|---|"]
+        for t in summary["trends"]:
+            lines.append(f"| {t['arm']} | {t['mode']} | {', '.join(f'{s:,}' for s in t['scales'])} | "
+                         f"{_slope_text(t) if t['low'] is not None else '-'} | "
+                         f"{_pct_interval(t['change'], signed=True)} |")
+    if summary["findings"]:
+        lines += ["", "## The paper's findings", "", "| finding | arm | test | here | holds |", "|---|---|---|---|---|"]
+        for f in summary["findings"]:
+            lines.append(f"| {f['finding']} | {f['arm']} | {f['test']} | {f['evidence']} | "
+                         f"{'yes' if f['holds'] else 'no'} |")
     lines += ["", "## Training loss", "",
-              "Mean over seeds [95% t interval] of the first and the last logged loss (mean over the assistant tokens "
-              "of a logging window), per cell.", "",
+              "Mean over seeds [min, max] of the first and the last logged loss (mean over the assistant tokens of a "
+              "logging window), per cell.", "",
               "| arm | mode | training samples | steps | first loss | final loss | training tokens | "
               "training time (s) |", "|---|---|---|---|---|---|---|---|"]
     for c in summary["cells"]:
         members = [r for r in summary["runs"] if r["name"] in c["runs"] and r["loss"]]
-        first = mean_interval([r["loss"][0][1] for r in members]) if members else None
+        first = _spread([r["loss"][0][1] for r in members])
         tokens = f"{c['train_tokens']:,.0f}" if c["train_tokens"] else "-"
         runtime = f"{c['train_runtime_s']:.0f}" if c["train_runtime_s"] else "-"
-        lines.append(f"| {c['arm']} | {c['mode']} | {c['train_samples']} | {c['steps']:g} | {_interval(first)} | "
-                     f"{_interval(c['final_loss'])} | {tokens} | {runtime} |")
+        lines.append(f"| {c['arm']} | {c['mode']} | {c['train_samples']:,} | {c['steps']:g} | {_range_text(first)} | "
+                     f"{_range_text(c['final_loss'])} | {tokens} | {runtime} |")
     lines += ["", "## Every run", "",
               "Accuracy in % with its 95% Wilson interval over the held-out tasks.", "",
               "| run | mode | arm | training samples | seed | steps | training tokens | tokens / agentic | "
               "final loss | accuracy | tool-call rate | errors |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for run in summary["runs"]:
         result, final = run["eval"], run["loss"][-1][1] if run["loss"] else float("nan")
-        low, high = result["wilson"]
         ratio = f"{run['compute_ratio']:.2f}" if run.get("compute_ratio") else "-"
         tokens = f"{run['train_tokens']:,}" if run.get("train_tokens") else "-"
         lines.append(f"| {run['name']} | {run['mode']} | {', '.join(run['arms']) or 'none'} | "
                      f"{run['train_samples']} | {run.get('seed')} | {run['global_step']} | {tokens} | {ratio} | "
-                     f"{final:.3f} | {100 * result['accuracy']:.1f} [{100 * low:.1f}, {100 * high:.1f}] "
-                     f"({result['correct']}/{result['n']}) | {100 * result['tool_call_rate']:.0f}% | "
+                     f"{final:.3f} | {_run_accuracy(result)} | {100 * result['tool_call_rate']:.0f}% | "
                      f"{result['errors']} |")
     return "\n".join(lines) + "\n"
 
 
-def _interval(stats: dict | None, scale: float = 1.0, digits: int = 3) -> str:
-    """"mean [low, high]" (the mean alone for one seed), times `scale`."""
+def _run_accuracy(result: dict) -> str:
+    low, high = result["wilson"]
+    return f"{100 * result['accuracy']:.1f} [{100 * low:.1f}, {100 * high:.1f}] ({result['correct']}/{result['n']})"
+
+
+def _pct_interval(stats: dict | None, signed: bool = False) -> str:
+    """"mean [low, high]" in % (the mean alone for one seed)."""
     if not stats:
         return "-"
-    mean, low, high = (None if stats[k] is None else f"{scale * stats[k]:.{digits}f}" for k in ("mean", "low", "high"))
+    form = "+.1f" if signed else ".1f"
+    mean, low, high = (None if stats[k] is None else f"{100 * stats[k]:{form}}" for k in ("mean", "low", "high"))
     return mean if low is None else f"{mean} [{low}, {high}]"
 
 
-def _pct_interval(stats: dict | None) -> str:
-    return _interval(stats, scale=100, digits=1)
+def _gap_text(gap: dict | None) -> str:
+    if not gap:
+        return "-"
+    stats = gap["gap"]
+    return f"{_pct_interval(stats, signed=True)} ({stats['agentic_ahead']} of {stats['n']} seeds ahead)"
+
+
+def _reading(cell: dict | None) -> str:
+    return f"{cell['reading']}/{cell['accuracy']['n']}" if cell else "-"
+
+
+def _range_text(stats: dict | None) -> str:
+    return f"{stats['mean']:.3f} [{stats['min']:.3f}, {stats['max']:.3f}]" if stats else "-"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -447,13 +606,22 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("runs_dir", type=Path, help="the folder holding the sweep's runs (one folder per run)")
     parser.add_argument("--per_task", type=int, default=500, help="held-out rotated-OCR tasks per run")
     parser.add_argument("--jobs", type=int, default=1, help="evaluations at once (each starts its own engine)")
+    parser.add_argument("--base", type=Path, help="the model the runs were fine-tuned from: its zero-shot accuracy "
+                                                  "on the same held-out tasks is the figure's starting point")
+    parser.add_argument("--restate", action="store_true",
+                        help="no evaluation: the tables and figure again from RUNS_DIR/pilot.json's evaluated runs")
     args, eval_args = parser.parse_known_args(argv)
     if args.per_task < 1:
         parser.error("--per_task must be at least 1")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.base is not None and not (args.base / "config.json").is_file():
+        parser.error(f"--base {args.base}: not a model folder (no config.json)")
     try:
-        summary = summarize(args.runs_dir, args.per_task, eval_args, args.jobs)
+        if args.restate:
+            summary = restate(args.runs_dir / "pilot.json")
+        else:
+            summary = summarize(args.runs_dir, args.per_task, eval_args, args.jobs, args.base)
     except ValueError as err:
         parser.error(str(err))
     except RuntimeError as err:

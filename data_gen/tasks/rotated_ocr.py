@@ -2,10 +2,11 @@
 
 The upright text is rendered with a seeded font, size and words; the image is rotated CLOCKWISE by
 `angle`. TIR-Bench's rotated-OCR items use 90, 180 and 270 degrees with probabilities .25/.5/.25
-(`angles="quarter"`); `angles="any"` draws any angle in [5, 355]. The reference calls TIR-Bench's
-rotate(degree) on the original with the clockwise degree that restores it (360 - angle), and the audit
-checks that the restored image is the upright render: pixel-exact for quarter turns, and for other
-angles the text's pixels are back in place within a pixel (two resamplings blur them).
+(`angles="quarter"`); `angles="any"` draws any angle in [5, 355]; `angles="none"` leaves the text upright
+(no reference call): what a pretrained reader has seen, the data the toy pilot's base model learns to read
+from. The reference calls TIR-Bench's rotate(degree) on the original with the clockwise degree that restores
+it (360 - angle), and the audit checks that the restored image is the upright render: pixel-exact for quarter
+turns, and for other angles the text's pixels are back in place within a pixel (two resamplings blur them).
 
 `render="realistic"` (the default, for real models) draws `difficulty`'s words in a seeded font, size and
 colours. `render="aligned"` is learnable data for tiny models trained from scratch: one lower-case word of 3
@@ -34,6 +35,7 @@ QUARTERS = ((90, 0.25), (180, 0.5), (270, 0.25))
 WORDS_PER_LINE = {"easy": (1, 1), "medium": (2, 3), "hard": (3, 5)}
 LINES = {"easy": 1, "medium": 1, "hard": 2}
 RENDERS = ("realistic", "aligned")
+ANGLES = ("quarter", "any", "none")
 ALIGNED_INK, ALIGNED_PAPER = (20, 20, 20), (255, 255, 255)
 MIN_INK_AGREEMENT = 0.9  # share of text pixels back in place (within a pixel) after two resamplings
 _EXECUTOR = Executor(device="opencv")
@@ -42,8 +44,7 @@ _EXECUTOR = Executor(device="opencv")
 def generate(seed: int, difficulty: str = "medium", angles: str = "quarter", render: str = "realistic") -> Sample:
     require_choice("difficulty", difficulty, WORDS_PER_LINE)
     require_choice("render", render, RENDERS)
-    if angles not in ("quarter", "any"):
-        raise ValueError(f"angles must be 'quarter' or 'any', got {angles!r}")
+    require_choice("angles", angles, ANGLES)
     if render == "aligned":
         rng = random.Random(f"{NAME}:{seed}:{difficulty}:{angles}:{render}")
         lines = [rng.choice(aligned_words(toy_words()))]
@@ -59,18 +60,21 @@ def generate(seed: int, difficulty: str = "medium", angles: str = "quarter", ren
         ink = tuple(rng.randint(0, 80) for _ in range(3))
         paper = tuple(rng.randint(215, 255) for _ in range(3))
         upright = render_lines(lines, font, size, ink, paper)
-    if angles == "quarter":
-        angle = rng.choices([a for a, _ in QUARTERS], weights=[p for _, p in QUARTERS])[0]
+    if angles == "none":
+        angle, image, calls = 0, upright, ()
     else:
-        angle = rng.randint(5, 355)
-    (rotated,) = _EXECUTOR.run([ToolCall("rotate", upright, {"angle": angle, "direction": "clockwise",
-                                                              "expand": True, "fill": list(paper)})])
-    restore = (360 - angle) % 360
+        if angles == "quarter":
+            angle = rng.choices([a for a, _ in QUARTERS], weights=[p for _, p in QUARTERS])[0]
+        else:
+            angle = rng.randint(5, 355)
+        (rotated,) = _EXECUTOR.run([ToolCall("rotate", upright, {"angle": angle, "direction": "clockwise",
+                                                                  "expand": True, "fill": list(paper)})])
+        image, calls = rotated.image, ({"name": "rotate", "arguments": {"degree": 360 - angle}},)
     prefix = NAME if render == "realistic" else f"{NAME}-{render}"
     return Sample(
-        task=NAME, id=f"{prefix}-{difficulty}-{angles}-{seed}", image=rotated.image, question=QUESTION,
+        task=NAME, id=f"{prefix}-{difficulty}-{angles}-{seed}", image=image, question=QUESTION,
         answer="\n".join(lines), scorer=SCORER, toolset="tir_rotate",
-        calls=({"name": "rotate", "arguments": {"degree": restore}},),
+        calls=calls,
         evidence={"upright": upright},
         meta={"seed": seed, "difficulty": difficulty, "angle": angle, "font": font.name, "size": size,
               "render": render},

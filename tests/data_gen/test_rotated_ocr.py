@@ -110,6 +110,25 @@ def test_aligned_samples_are_learnable_and_audited():
         TASK.generate(0, "medium", render="handwritten")
 
 
+@pytest.mark.parametrize("render", ["aligned", "realistic"])
+def test_upright_samples_are_the_upright_render_with_no_reference_call(render):
+    """angles="none": what a pretrained reader has seen (the toy pilot's base model learns to read from it)."""
+    samples = [TASK.generate(seed, "medium", "none", render) for seed in range(40)]
+    for sample in samples:
+        assert sample.meta["angle"] == 0 and sample.calls == ()
+        assert np.array_equal(sample.image, sample.evidence["upright"])
+        assert sample.id.endswith(f"-medium-none-{sample.meta['seed']}")
+        trajectory = audit(sample, TASK.check)
+        assert trajectory.meta["stop_reason"] == "answer"
+        assert not [m for m in trajectory.messages if m["role"] == "tool"]
+    if render == "aligned":
+        assert all(np.array_equal(s.image, render_aligned(s.answer)) for s in samples)
+    # the upright words are drawn apart from the rotated ones of the same seeds
+    rotated = [TASK.generate(seed, "medium", "quarter", render) for seed in range(40)]
+    assert sum(a.answer == b.answer for a, b in zip(samples, rotated)) < 5
+    assert task_spec("rotated_ocr", {"angles": "none", "render": render}) == f"rotated_ocr:angles=none,render={render}"
+
+
 def test_realistic_samples_did_not_change_with_the_render_option():
     sample = TASK.generate(5, "medium")
     assert sample.id == "rotated_ocr-medium-quarter-5" and sample.meta["render"] == "realistic"

@@ -19,13 +19,34 @@ FORMS = ("agentic", "direct")
 
 def test_the_shipped_checkpoints_are_the_recorded_ones():
     shipped = sorted(folder.name for folder in TOY_CHECKPOINTS.iterdir() if folder.is_dir())
-    assert shipped == ["agentic", "agentic-weak", "direct"]  # agentic-weak: where the toy GRPO recipe starts
+    # agentic-weak: where the toy GRPO recipe starts; base: where the paper-design pilot sweep fine-tunes from
+    assert shipped == ["agentic", "agentic-weak", "base", "direct"]
     for form in shipped:
         sums = (TOY_CHECKPOINTS / form / "SHA256SUMS").read_text().split("\n")
         listed = dict(reversed(line.split("  ", 1)) for line in sums if line)
         assert "model.safetensors" in listed and "tokenizer.json" in listed
         for name, digest in listed.items():
             assert hashlib.sha256((TOY_CHECKPOINTS / form / name).read_bytes()).hexdigest() == digest, (form, name)
+
+
+def test_the_shipped_base_reads_upright_words_and_not_rotated_ones(tmp_path):
+    """The pilot's base, like a pretrained MLLM, reads text that is upright and has never learned to read it
+    turned: held-out words of both kinds, through eval/run_vllm.py (transformers backend), greedy, no tools."""
+    out = tmp_path / "run"
+    result = subprocess.run([sys.executable, str(ROOT / "eval" / "run_vllm.py"), "--backend", "hf", "--model",
+                             str(TOY_CHECKPOINTS / "base"), "--tasks", "rotated_ocr:angles=none,render=aligned",
+                             "rotated_ocr:angles=quarter,render=aligned", "--tools", "none", "--per_task", "16",
+                             "--max_pixels", "0", "--dtype", "float32", "--max_tokens", "16", "--out", str(out)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    right = {angles: [r["score"] for r in records if f"-{angles}-" in r["id"]] for angles in ("none", "quarter")}
+    assert len(right["none"]) == len(right["quarter"]) == 16
+    assert sum(right["none"]) >= 10 and sum(right["quarter"]) == 0  # shipped: 89.0% and 0.0% of 300 each (reads.json)
+    reads = json.loads((TOY_CHECKPOINTS / "base" / "reads.json").read_text())
+    assert reads["upright"]["n"] == reads["rotated"]["n"] == 300 and reads["rotated"]["correct"] == 0
+    assert json.loads((TOY_CHECKPOINTS / "base" / "tirlab_sft.json").read_text())["generation"]["options"] == {
+        "angles": "none", "render": "aligned"}  # pretrained on upright words only
 
 
 @pytest.fixture(scope="module")
