@@ -17,13 +17,16 @@ many training tokens (within COMPUTE_TOLERANCE; tokens count image tokens and ex
 `train_tokens`) is in the `equal_compute` arm. Training FLOPs in transformers' estimate are 6 x parameters x
 tokens, so equal tokens is equal FLOPs for one model. A direct run that matches neither is listed, in no arm.
 
-Statistics. Per cell (mode x data scale x arm): the mean accuracy over seeds with a 95% Student-t interval
-(none for a single seed), and the gap agentic - direct as a paired difference over seeds with its t interval.
-Per run: the accuracy on n tasks with its 95% Wilson interval.
+Statistics. Per run: the accuracy on n tasks with its 95% Wilson interval. Per cell (mode x data scale x
+arm): the mean accuracy over seeds with a 95% two-level bootstrap interval (seeds with replacement, then each
+drawn run's tasks; none for a single seed) and how many seeds read (READS); the gap agentic - direct paired by
+seed, bootstrapped over the pairs; per mode, the slope of accuracy over log2(data scale) with its interval;
+the paper's three findings as tests on these. `--base MODEL`: that model's zero-shot accuracy too.
 
 Writes RUNS_DIR/pilot.json (every number), pilot.md (the tables) and figure6.png: (a) the training loss of
 both modes against optimizer steps, mean over seeds with a min-max band, at the largest data scale they
-share in the equal-steps arm; (b) accuracy against data scale per arm, with the t intervals as error bars.
+share in the equal-steps arm; (b) accuracy against data scale per arm, with the intervals as error bars
+(and the base's zero-shot accuracy at 0). `--restate` writes them again from pilot.json, evaluating nothing.
 """
 
 from __future__ import annotations
@@ -77,7 +80,8 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     p, z2 = successes / n, z * z
     center = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return max(0.0, center - half), min(1.0, center + half)
+    # at 0 or n the bound is exactly 0 or 1 (the formula leaves a rounding error there)
+    return (0.0 if successes == 0 else max(0.0, center - half)), (1.0 if successes == n else min(1.0, center + half))
 
 
 def _resampled_accuracies(results: list[dict], rng: np.random.Generator) -> np.ndarray:
@@ -229,7 +233,7 @@ def evaluate(run: dict, per_task: int, eval_args: list[str]) -> dict:
                     run.get("eval_tasks") or [TASK], difficulty, per_task, eval_args)
 
 
-def run_eval(name: str, model: Path, out: Path, log: Path, tools: str, tasks: list[str], difficulty: str,
+def run_eval(name: str, model: Path | str, out: Path, log: Path, tools: str, tasks: list[str], difficulty: str,
              per_task: int, eval_args: list[str]) -> dict:
     (mode,) = TOOL_MODES[tools]  # the mode eval's records and summary use
     command = [sys.executable, str(ROOT / "eval" / "run_vllm.py"), "--model", str(model),
@@ -253,7 +257,7 @@ def run_eval(name: str, model: Path, out: Path, log: Path, tools: str, tasks: li
     return result
 
 
-def evaluate_base(base: Path, runs: list[dict], runs_dir: Path, per_task: int, eval_args: list[str]) -> dict:
+def evaluate_base(base: str, runs: list[dict], runs_dir: Path, per_task: int, eval_args: list[str]) -> dict:
     """The zero-shot accuracy of the model the runs were fine-tuned from, on their held-out tasks, without tools
     (it was never taught to call one): the figure's starting point."""
     tasks = {tuple(run.get("eval_tasks") or [TASK]) for run in runs}
@@ -261,7 +265,8 @@ def evaluate_base(base: Path, runs: list[dict], runs_dir: Path, per_task: int, e
         raise ValueError(f"the runs were evaluated on different tasks ({sorted(tasks)}): one base evaluation "
                          "cannot be the starting point of all of them")
     difficulty = (runs[0].get("generation") or {}).get("difficulty", "medium")
-    result = run_eval("base (zero-shot)", base.resolve(), runs_dir / "base" / "eval", runs_dir / "base" / "eval.log",
+    model = Path(base).resolve() if Path(base).exists() else base  # a folder, or a Hub name
+    result = run_eval("base (zero-shot)", model, runs_dir / "base" / "eval", runs_dir / "base" / "eval.log",
                       "none", list(tasks.pop()), difficulty, per_task, eval_args)
     return {"model": str(base), "eval": result}
 
@@ -378,7 +383,7 @@ def _slope_text(trend: dict) -> str:
     return f"{100 * trend['slope']:+.1f} [{100 * trend['low']:+.1f}, {100 * trend['high']:+.1f}] points per doubling"
 
 
-def summarize(runs_dir: Path, per_task: int, eval_args: list[str], jobs: int = 1, base: Path | None = None) -> dict:
+def summarize(runs_dir: Path, per_task: int, eval_args: list[str], jobs: int = 1, base: str | None = None) -> dict:
     runs = find_runs(runs_dir)
     assign_arms(runs)
     with ThreadPoolExecutor(max_workers=jobs) as pool:  # each evaluation is a process of its own
@@ -606,8 +611,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("runs_dir", type=Path, help="the folder holding the sweep's runs (one folder per run)")
     parser.add_argument("--per_task", type=int, default=500, help="held-out rotated-OCR tasks per run")
     parser.add_argument("--jobs", type=int, default=1, help="evaluations at once (each starts its own engine)")
-    parser.add_argument("--base", type=Path, help="the model the runs were fine-tuned from: its zero-shot accuracy "
-                                                  "on the same held-out tasks is the figure's starting point")
+    parser.add_argument("--base", help="the model the runs were fine-tuned from (a folder or a Hub name): its "
+                                       "zero-shot accuracy on the same held-out tasks is the figure's starting point")
     parser.add_argument("--restate", action="store_true",
                         help="no evaluation: the tables and figure again from RUNS_DIR/pilot.json's evaluated runs")
     args, eval_args = parser.parse_known_args(argv)
@@ -615,9 +620,9 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("--per_task must be at least 1")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
-    if args.base is not None and not (args.base / "config.json").is_file():
-        parser.error(f"--base {args.base}: not a model folder (no config.json)")
     try:
+        if args.base is not None:
+            cli.check_model(args.base, "--base")
         if args.restate:
             summary = restate(args.runs_dir / "pilot.json")
         else:

@@ -1,7 +1,8 @@
 #!/bin/bash
 # TIR-Bench's pilot on SLURM: the pilot data (unless it exists), direct and agentic SFT at every data scale
 # (8 runs of recipes/slurm/sft.sbatch), then train/pilot.py once all succeeded: every run evaluated on
-# held-out rotated OCR (agentic with the rotate tool, direct without) and the paper's Figure 6.
+# held-out rotated OCR (agentic with the rotate tool, direct without; the base model zero-shot, BASE: the
+# recipes' model_name_or_path) and the paper's Figure 6.
 #
 #   bash recipes/slurm/pilot_sweep.sh                            # Qwen2.5-VL-7B, 1k/5k/10k/15k
 #   SIZES="1000 5000" NODES=2 bash recipes/slurm/pilot_sweep.sh
@@ -19,6 +20,9 @@ DATA=${DATA:-data/pilot}
 OUT=${OUT:-runs/pilot_rotated_ocr/$(basename "${RECIPES}")}
 PYTHON=${PYTHON:-.venv/bin/python}
 EVAL_SAMPLES=${EVAL_SAMPLES:-500}
+# the model the runs fine-tune: its zero-shot accuracy is the figure's starting point
+# (BASE= leaves it out)
+BASE=${BASE-$(sed -n 's/^model_name_or_path: *//p' "${RECIPES}/agentic.yaml")}
 
 submit() {  # submit NAME [sbatch arguments]: prints the job id (in a dry run, the name)
     local name=$1
@@ -52,5 +56,5 @@ done
 
 summary=$(submit tirlab-pilot-summary --dependency="afterok:$(IFS=:; echo "${runs[*]}")" \
     --ntasks=1 --gpus-per-task=1 --cpus-per-task=16 --time=12:00:00 --output=logs/%x-%j.out \
-    --wrap="${PYTHON} train/pilot.py ${OUT} --per_task ${EVAL_SAMPLES}")
+    --wrap="${PYTHON} train/pilot.py ${OUT} --per_task ${EVAL_SAMPLES}${BASE:+ --base ${BASE}}")
 echo "submitted ${#runs[@]} SFT runs into ${OUT}; the summary (job ${summary}) writes ${OUT}/pilot.md"

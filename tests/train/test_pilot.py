@@ -74,7 +74,7 @@ def test_every_run_is_evaluated_in_its_mode_and_drawn(runs):
     assert json.loads((runs / "pilot.json").read_text())["runs"] == summary["runs"]
     assert (runs / "figure6.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [(c["mode"], c["train_samples"], c["accuracy"]["n"]) for c in summary["cells"]] == [
-        ("agentic", 4, 1), ("direct", 4, 1), ("agentic", 8, 1), ("direct", 8, 1)]  # one seed: no t interval
+        ("agentic", 4, 1), ("direct", 4, 1), ("agentic", 8, 1), ("direct", 8, 1)]  # one seed: no interval
     assert all(c["accuracy"]["low"] is None for c in summary["cells"])
     table = (runs / "pilot.md").read_text()
     for mode in ("agentic", "direct"):  # a loss row per cell (arm, mode, samples, steps), a trend row per mode
@@ -103,6 +103,12 @@ def test_no_finished_run_is_a_clear_error(tmp_path, capsys):
         pilot([str(tmp_path)])
     error = capsys.readouterr().err
     assert "no finished SFT run under" in error and "folders there: ['agentic-1000']" in error
+    with pytest.raises(SystemExit):
+        pilot([str(tmp_path), "--base", str(tmp_path / "agentic-1000")])
+    assert "--base" in capsys.readouterr().err  # named before anything is evaluated
+    with pytest.raises(SystemExit):
+        pilot([str(tmp_path), "--restate"])
+    assert "is not a pilot summary" in capsys.readouterr().err
 
 
 def _training_row_and_episode(preset: str, form: str):
@@ -167,6 +173,7 @@ def test_the_sweep_launcher_submits_every_run_then_the_summary(tmp_path):
                        and "--dependency=afterok:tirlab-pilot-data" in c for c in commands)
     assert "afterok:tirlab-pilot-direct-1000:tirlab-pilot-direct-5000:tirlab-pilot-agentic-1000" in commands[-1]
     assert "train/pilot.py\\ runs/sweep" in commands[-1]
+    assert "--base\\ Qwen/Qwen2.5-VL-7B-Instruct" in commands[-1]  # the recipes' model: the figure's start
     subprocess.run(["bash", "-n", str(root / "recipes" / "slurm" / "sft.sbatch")], check=True)
 
 
@@ -227,6 +234,7 @@ def test_wilson_interval_is_scipys():
     assert wilson_interval(173, 200) == pytest.approx((0.8107086162924745, 0.9055342954521209), rel=1e-9)
     low, high = wilson_interval(0, 200)
     assert low == 0 and high == pytest.approx(0.018845326377266575, rel=1e-9)
+    assert wilson_interval(0, 300)[0] == 0.0 and wilson_interval(300, 300)[1] == 1.0  # exact at the edges
     with pytest.raises(ValueError, match="successes"):
         wilson_interval(11, 10)
 
@@ -476,7 +484,7 @@ def _trained(log: Path) -> tuple[list[list[str]], dict[str, list[str]]]:
 
 
 def test_the_sweep_from_scratch_trains_both_arms_for_fixed_steps_then_summarizes(tmp_path):
-    result, log, env = _sweep(tmp_path, FROM="scratch", SCALES="100 400", SEEDS="0 1", STEPS="50")
+    result, log, env = _sweep(tmp_path, FROM="scratch", SCALES="100 400", SEEDS="0 1", STEPS="50", BASE="/ignored")
     assert result.returncode == 0, result.stderr
     commands, trained = _trained(log)
     assert commands[0][0] == "data_gen/make.py" and commands[0][commands[0].index("--n") + 1] == "400"
@@ -485,6 +493,7 @@ def test_the_sweep_from_scratch_trains_both_arms_for_fixed_steps_then_summarizes
                                      for mode, arm in (("agentic", ""), ("direct", ""), ("direct", "-compute")))
     for name, command in trained.items():
         assert command[command.index("--config") + 1] == f"{TOY.relative_to(ROOT)}/{name.split('-')[0]}.yaml"
+        assert "--model_name_or_path" not in command  # the recipe's fresh toy model
         steps = int(command[command.index("--max_steps") + 1])
         seed = int(command[command.index("--seed") + 1])
         # equal compute: the agentic run's 50 x 10,000 + seed tokens at (50 x 2,000 + seed) / 50 tokens a step
@@ -516,6 +525,7 @@ def test_the_sweep_from_the_base_trains_a_fixed_number_of_epochs_at_every_scale(
     for name, command in trained.items():
         mode, scale = name.split("-")[:2]
         assert command[command.index("--config") + 1] == f"{TOY.relative_to(ROOT)}/{mode}_from_base.yaml"
+        assert command[command.index("--model_name_or_path") + 1] == str(base)  # every run fine-tunes BASE
         steps = json.loads((tmp_path / "sweep" / "runs" / name / "tirlab_sft.json").read_text())["global_step"]
         if name in equal_steps:  # 5 epochs: the steps grow with the data
             assert command[command.index("--num_train_epochs") + 1] == "5" and "-1" == command[

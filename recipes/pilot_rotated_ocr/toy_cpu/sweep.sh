@@ -33,7 +33,7 @@ case "${FROM}:${QUICK:-0}" in
     scratch:1)  # the full sweep's smallest scale, equal steps only
         OUT=${OUT:-runs/pilot-toy-quick}; SCALES=${SCALES:-500}; SEEDS=${SEEDS:-0 1 2}
         STEPS=${STEPS:-400}; COMPUTE_ARM=${COMPUTE_ARM:-0} ;;
-    *) echo "FROM must be base or scratch and QUICK 0 or 1, got FROM=${FROM} QUICK=${QUICK}" >&2; exit 2 ;;
+    *) echo "FROM must be base or scratch and QUICK 0 or 1, got FROM=${FROM} QUICK=${QUICK:-0}" >&2; exit 2 ;;
 esac
 if [ "${FROM}" = base ]; then
     RECIPE=_from_base  # agentic_from_base.yaml, direct_from_base.yaml
@@ -41,8 +41,10 @@ if [ "${FROM}" = base ]; then
     [ -f "${BASE}/model.safetensors" ] || { echo "no base model at ${BASE}: run ${HERE}/train_base.sh" >&2; exit 2; }
     LENGTH="--num_train_epochs ${EPOCHS} --max_steps -1"  # the epochs decide the steps
     BASE_EVAL=(--base "${BASE}")  # its zero-shot accuracy: the figure's starting point
+    export BASE  # every run fine-tunes it
 else
     RECIPE=""  # agentic.yaml, direct.yaml
+    unset BASE  # each run starts from its recipe's fresh toy model
     LENGTH="--max_steps ${STEPS}"
     BASE_EVAL=()
 fi
@@ -75,7 +77,7 @@ train() {
     local began=${SECONDS}
     if ! OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 taskset -c "${core}" "${PYTHON}" train/sft.py \
             --config "${HERE}/${mode}${RECIPE}.yaml" --dataset_name "${OUT}/data" --max_train_samples "${scale}" \
-            --seed "${seed}" "$@" --output_dir "${OUT}/runs/${name}" \
+            --seed "${seed}" ${BASE:+--model_name_or_path "${BASE}"} "$@" --output_dir "${OUT}/runs/${name}" \
             > "${OUT}/logs/${name}.log" 2>&1; then
         echo "${name}: training failed, see ${OUT}/logs/${name}.log" >&2
         return 255  # xargs stops starting new runs

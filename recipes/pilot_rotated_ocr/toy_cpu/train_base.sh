@@ -19,7 +19,8 @@ SHIPPED=(config.json generation_config.json model.safetensors chat_template.jinj
 mkdir -p "${OUT}"
 
 "${PYTHON}" data_gen/make.py sft --task rotated_ocr --forms direct --option angles=none --option render=aligned \
-    --n "${SAMPLES}" --n-test 16 --out "${OUT}/data" --workers "$(nproc)" > "${OUT}/data.log" 2>&1
+    --n "${SAMPLES}" --n-test 16 --out "${OUT}/data" --workers "$(nproc)" > "${OUT}/data.log" 2>&1 \
+    || { echo "data: failed, see ${OUT}/data.log" >&2; exit 1; }
 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "${PYTHON}" train/sft.py --config "${HERE}/base.yaml" \
     --dataset_name "${OUT}/data" --max_train_samples "${SAMPLES}" --output_dir "${OUT}/model" > "${OUT}/train.log" 2>&1 \
     || { echo "training failed: see ${OUT}/train.log" >&2; exit 1; }
@@ -51,9 +52,11 @@ print({name: f"{100 * r['accuracy']:.1f}% of {r['n']}" for name, r in reads.item
 PY
 
 target="${HERE}/checkpoints/base"
-rm -rf "${target}" && mkdir -p "${target}"
+staged="${OUT}/shipped"  # the shipped folder is replaced only once the new one is complete
+rm -rf "${staged}" && mkdir -p "${staged}"
 for name in "${SHIPPED[@]}"; do
-    cp "${OUT}/model/${name}" "${target}/"
+    cp "${OUT}/model/${name}" "${staged}/"
 done
-(cd "${target}" && sha256sum "${SHIPPED[@]}" > SHA256SUMS)
+(cd "${staged}" && sha256sum "${SHIPPED[@]}" > SHA256SUMS)
+rm -rf "${target}" && mv "${staged}" "${target}"
 echo "${target}: $(du -sh "${target}" | cut -f1)"
