@@ -84,12 +84,15 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     return (0.0 if successes == 0 else max(0.0, center - half)), (1.0 if successes == n else min(1.0, center + half))
 
 
-def _resampled_accuracies(results: list[dict], rng: np.random.Generator) -> np.ndarray:
+def _resampled_accuracies(results: list[dict], rng: np.random.Generator, picks: np.ndarray | None = None
+                          ) -> np.ndarray:
     """BOOTSTRAP_RESAMPLES x len(results) accuracies of a two-level bootstrap: the seeds (runs) drawn with
-    replacement, then each drawn run's held-out tasks (a binomial draw at its own accuracy)."""
+    replacement (`picks`, when given: the same draws for paired runs), then each drawn run's held-out tasks (a
+    binomial draw at its own accuracy)."""
     correct = np.array([r["correct"] for r in results])
     n = np.array([r["n"] for r in results])
-    picks = rng.integers(0, len(results), size=(BOOTSTRAP_RESAMPLES, len(results)))
+    if picks is None:
+        picks = rng.integers(0, len(results), size=(BOOTSTRAP_RESAMPLES, len(results)))
     return rng.binomial(n[picks], correct[picks] / n[picks]) / n[picks]
 
 
@@ -123,10 +126,8 @@ def paired_gap(agentic: list[dict], direct: list[dict], confidence: float = CONF
     if len(differences) > 1:
         rng = np.random.default_rng(BOOTSTRAP_SEED)
         picks = rng.integers(0, len(differences), size=(BOOTSTRAP_RESAMPLES, len(differences)))
-        draws = np.zeros(BOOTSTRAP_RESAMPLES)
-        for sign, runs in ((1, agentic), (-1, direct)):
-            correct, n = np.array([r["correct"] for r in runs]), np.array([r["n"] for r in runs])
-            draws += sign * (rng.binomial(n[picks], correct[picks] / n[picks]) / n[picks]).mean(axis=1)
+        draws = (_resampled_accuracies(agentic, rng, picks).mean(axis=1)
+                 - _resampled_accuracies(direct, rng, picks).mean(axis=1))
         result["low"], result["high"] = _percentiles(draws, confidence)
     return result
 
@@ -312,10 +313,6 @@ def _spread(values: list[float]) -> dict | None:
         else None
 
 
-def _seed_order(seed):
-    return (seed is None, seed)
-
-
 def gaps(runs: list[dict]) -> list[dict]:
     """Per (arm, data scale): agentic - direct accuracy, paired by seed, with its bootstrap interval."""
     by_key = {(run["mode"], arm, run["train_samples"], run.get("seed")): run for run in runs for arm in run["arms"]}
@@ -323,7 +320,7 @@ def gaps(runs: list[dict]) -> list[dict]:
     for arm in ARMS:
         for scale in sorted({run["train_samples"] for run in runs if arm in run["arms"]}):
             seeds = sorted({seed for mode, a, s, seed in by_key if a == arm and s == scale and mode == "direct"},
-                           key=_seed_order)
+                           key=lambda seed: (seed is None, seed))
             if seeds:
                 agentic = [by_key["agentic", arm, scale, seed]["eval"] for seed in seeds]
                 direct = [by_key["direct", arm, scale, seed]["eval"] for seed in seeds]
@@ -353,10 +350,10 @@ def trends(runs: list[dict]) -> list[dict]:
 def findings(summary: dict) -> list[dict]:
     """The paper's three findings, each stated as a test on this sweep's numbers (per arm)."""
     result = []
+    agentic = next((t for t in summary["trends"] if t["mode"] == "agentic"), None)  # one trend: every arm's
     for arm in ARMS:
         arm_gaps = [g for g in summary["gaps"] if g["arm"] == arm]
-        trend = {t["mode"]: t for t in summary["trends"] if t["arm"] in (arm, "equal_steps")
-                 and (t["mode"] == "agentic" or t["arm"] == arm)}
+        direct = next((t for t in summary["trends"] if t["mode"] == "direct" and t["arm"] == arm), None)
         if not arm_gaps:
             continue
         ahead = [g["train_samples"] for g in arm_gaps if g["gap"]["low"] is not None and g["gap"]["low"] > 0]
@@ -364,7 +361,6 @@ def findings(summary: dict) -> list[dict]:
                        "test": "the paired gap's 95% interval lies above 0 at every scale",
                        "holds": len(ahead) == len(arm_gaps),
                        "evidence": f"above 0 at {len(ahead)} of {len(arm_gaps)} scales"})
-        direct, agentic = trend.get("direct"), trend.get("agentic")
         if direct and direct["low"] is not None:
             no_gain = direct["low"] <= 0
             below = agentic is not None and agentic["low"] is not None and direct["high"] < agentic["low"]
@@ -372,7 +368,7 @@ def findings(summary: dict) -> list[dict]:
                            "test": "the direct slope's interval does not lie above 0, or lies below the tool-use "
                                    "slope's",
                            "holds": no_gain or below, "evidence": f"direct slope {_slope_text(direct)}"})
-        if agentic and agentic["low"] is not None and arm == "equal_steps":  # the agentic runs are both arms'
+        if agentic and agentic["low"] is not None and arm == "equal_steps":  # stated once
             result.append({"arm": "both", "finding": "tool-use SFT keeps improving with data",
                            "test": "the tool-use slope's interval lies above 0",
                            "holds": agentic["low"] > 0, "evidence": f"tool-use slope {_slope_text(agentic)}"})

@@ -41,7 +41,6 @@ if [ "${FROM}" = base ]; then
     [ -f "${BASE}/model.safetensors" ] || { echo "no base model at ${BASE}: run ${HERE}/train_base.sh" >&2; exit 2; }
     LENGTH="--num_train_epochs ${EPOCHS} --max_steps -1"  # the epochs decide the steps
     BASE_EVAL=(--base "${BASE}")  # its zero-shot accuracy: the figure's starting point
-    export BASE  # every run fine-tunes it
 else
     RECIPE=""  # agentic.yaml, direct.yaml
     unset BASE  # each run starts from its recipe's fresh toy model
@@ -86,7 +85,7 @@ train() {
         "${OUT}/runs/${name}/tirlab_sft.json") steps in $((SECONDS - began)) s"
 }
 export -f train
-export OUT HERE PYTHON RECIPE
+export OUT HERE PYTHON RECIPE BASE  # BASE: the model every run fine-tunes (unset: the recipe's)
 
 # run_all: one "NAME MODE SCALE SEED LENGTH..." line per run on stdin, JOBS at a time
 run_all() {
